@@ -1,0 +1,781 @@
+/* libmasteraff: topology, scope and leader choice (see affinity.h). */
+#define _GNU_SOURCE
+#include "affinity.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- cpulists ---- */
+
+static const char *parse_cpu_number(const char *p, int *out)
+{
+    long v = 0;
+    if (*p < '0' || *p > '9') {
+        errno = EINVAL;
+        return NULL;
+    }
+    for (; *p >= '0' && *p <= '9'; p++) {
+        v = v * 10 + (*p - '0');
+        if (v >= MA_MAX_CPUS) {
+            errno = ERANGE;
+            return NULL;
+        }
+    }
+    *out = (int)v;
+    return p;
+}
+
+static const char *parse_cpu_range(const char *p, cpu_set_t *set)
+{
+    int lo, hi;
+    p = parse_cpu_number(p, &lo);
+    if (!p)
+        return NULL;
+    hi = lo;
+    if (*p == '-') {
+        p = parse_cpu_number(p + 1, &hi);
+        if (!p)
+            return NULL;
+        if (hi < lo) {
+            errno = EINVAL;
+            return NULL;
+        }
+    }
+    for (int c = lo; c <= hi; c++)
+        CPU_SET(c, set);
+    return p;
+}
+
+int ma_cpulist_parse(const char *s, cpu_set_t *out)
+{
+    cpu_set_t set;
+    const char *p = s;
+    CPU_ZERO(&set);
+    if (!s) {
+        errno = EINVAL;
+        return -1;
+    }
+    for (;;) {
+        p = parse_cpu_range(p, &set);
+        if (!p)
+            return -1;
+        if (*p != ',')
+            break;
+        p++;
+    }
+    if (*p == '\n')
+        p++;
+    if (*p != '\0') {
+        errno = EINVAL;
+        return -1;
+    }
+    *out = set;
+    return 0;
+}
+
+int ma_cpulist_format(const cpu_set_t *set, char *buf, size_t len)
+{
+    size_t used = 0;
+    int c = 0;
+    if (len == 0) {
+        errno = ENOSPC;
+        return -1;
+    }
+    buf[0] = '\0';
+    if (CPU_COUNT(set) == 0)
+        return snprintf(buf, len, "none") < (int)len ? 4 : (errno = ENOSPC, -1);
+    while (c < MA_MAX_CPUS) {
+        int lo, n;
+        if (!CPU_ISSET(c, set)) {
+            c++;
+            continue;
+        }
+        lo = c;
+        while (c + 1 < MA_MAX_CPUS && CPU_ISSET(c + 1, set))
+            c++;
+        n = lo == c ? snprintf(buf + used, len - used, "%s%d",
+                               used ? "," : "", lo)
+                    : snprintf(buf + used, len - used, "%s%d-%d",
+                               used ? "," : "", lo, c);
+        if (n < 0 || (size_t)n >= len - used) {
+            errno = ENOSPC;
+            return -1;
+        }
+        used += (size_t)n;
+        c++;
+    }
+    return (int)used;
+}
+
+int ma_cpuset_first(const cpu_set_t *set)
+{
+    for (int c = 0; c < MA_MAX_CPUS; c++)
+        if (CPU_ISSET(c, set))
+            return c;
+    return -1;
+}
+
+/* ---- scopes ---- */
+
+static const char *const scope_names[MA_SCOPE_COUNT] = {
+    [MA_SCOPE_WORKER] = "worker",   [MA_SCOPE_CPU] = "cpu",
+    [MA_SCOPE_CORE] = "core",       [MA_SCOPE_CLUSTER] = "cluster",
+    [MA_SCOPE_LLC] = "llc",         [MA_SCOPE_DIE] = "die",
+    [MA_SCOPE_NODE] = "node",       [MA_SCOPE_PACKAGE] = "package",
+};
+
+int ma_scope_parse(const char *name, enum ma_scope *out)
+{
+    for (int i = 0; i < MA_SCOPE_COUNT; i++)
+        if (name && strcmp(name, scope_names[i]) == 0) {
+            *out = (enum ma_scope)i;
+            return 0;
+        }
+    return -1;
+}
+
+const char *ma_scope_name(enum ma_scope scope)
+{
+    return scope < MA_SCOPE_COUNT ? scope_names[scope] : "?";
+}
+
+const char *ma_scope_choices(void)
+{
+    return "package, die, node, llc, cluster, core, cpu, worker";
+}
+
+/* ---- sysfs ---- */
+
+/* Reads a small sysfs file into buf. Returns 0, or -1 with errno (ENODATA
+ * for an empty file). */
+static int read_sysfs(char *buf, size_t len, const char *root,
+                      const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int read_sysfs(char *buf, size_t len, const char *root,
+                      const char *fmt, ...)
+{
+    char path[PATH_MAX];
+    int n = snprintf(path, sizeof path, "%s/", root);
+    va_list ap;
+    ssize_t got;
+    int fd;
+
+    va_start(ap, fmt);
+    n += vsnprintf(path + n, sizeof path - (size_t)n, fmt, ap);
+    va_end(ap);
+    if ((size_t)n >= sizeof path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    got = read(fd, buf, len - 1);
+    if (got < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    close(fd);
+    if (got == 0) {
+        errno = ENODATA;
+        return -1;
+    }
+    buf[got] = '\0';
+    return 0;
+}
+
+/* A cpulist file that must hold `cpu`: anything else is garbage. */
+static int read_cpu_cpulist(const char *root, int cpu, cpu_set_t *out,
+                            const char *file)
+{
+    char buf[8192];
+    if (read_sysfs(buf, sizeof buf, root, "devices/system/cpu/cpu%d/%s", cpu,
+                   file) < 0 ||
+        ma_cpulist_parse(buf, out) < 0)
+        return -1;
+    if (!CPU_ISSET(cpu, out)) {
+        errno = EINVAL;
+        return -1;
+    }
+    return 0;
+}
+
+static int read_cpu_int(const char *root, int cpu, const char *file, int *out)
+{
+    char buf[64], *end;
+    long v;
+    if (read_sysfs(buf, sizeof buf, root, "devices/system/cpu/cpu%d/%s", cpu,
+                   file) < 0)
+        return -1;
+    errno = 0;
+    v = strtol(buf, &end, 10);
+    if (end == buf || (*end != '\n' && *end != '\0') || errno ||
+        v < INT_MIN || v > INT_MAX) {
+        errno = EINVAL;
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* Reads a topology level from the first file that exists (new name, then
+ * the older kernels' one). */
+static int read_level(const char *root, int cpu, const char *list,
+                      const char *old_list, const char *id_file,
+                      struct ma_unit *u)
+{
+    if (read_cpu_cpulist(root, cpu, &u->cpus, list) < 0 &&
+        (!old_list || errno != ENOENT ||
+         read_cpu_cpulist(root, cpu, &u->cpus, old_list) < 0))
+        return -1;
+    if (read_cpu_int(root, cpu, id_file, &u->id) < 0)
+        u->id = ma_cpuset_first(&u->cpus);
+    return 0;
+}
+
+static int read_package(const char *root, int cpu, struct ma_unit *u)
+{
+    u->level = MA_SCOPE_PACKAGE;
+    return read_level(root, cpu, "topology/package_cpus_list",
+                      "topology/core_siblings_list",
+                      "topology/physical_package_id", u);
+}
+
+static int read_core(const char *root, int cpu, struct ma_unit *u)
+{
+    u->level = MA_SCOPE_CORE;
+    return read_level(root, cpu, "topology/core_cpus_list",
+                      "topology/thread_siblings_list", "topology/core_id", u);
+}
+
+/* The last-level cache: the highest-level data or unified cache. */
+static int read_llc(const char *root, int cpu, struct ma_unit *u)
+{
+    int best_level = -1;
+    u->level = MA_SCOPE_LLC;
+    for (int i = 0; i < 16; i++) {
+        char type[32], file[64];
+        int level;
+        cpu_set_t cpus;
+        snprintf(file, sizeof file, "cache/index%d/level", i);
+        if (read_cpu_int(root, cpu, file, &level) < 0)
+            continue;
+        if (read_sysfs(type, sizeof type, root,
+                       "devices/system/cpu/cpu%d/cache/index%d/type", cpu,
+                       i) == 0 &&
+            strncmp(type, "Instruction", 11) == 0)
+            continue;
+        snprintf(file, sizeof file, "cache/index%d/shared_cpu_list", i);
+        if (level > best_level &&
+            read_cpu_cpulist(root, cpu, &cpus, file) == 0) {
+            best_level = level;
+            u->cpus = cpus;
+        }
+    }
+    if (best_level < 0) {
+        errno = ENOENT;
+        return -1;
+    }
+    u->id = ma_cpuset_first(&u->cpus);
+    return 0;
+}
+
+static int read_node(const char *root, int cpu, struct ma_unit *u)
+{
+    char buf[8192];
+    int node = ma_node_of_cpu(root, cpu);
+    u->level = MA_SCOPE_NODE;
+    if (node < 0 ||
+        read_sysfs(buf, sizeof buf, root, "devices/system/node/node%d/cpulist",
+                   node) < 0 ||
+        ma_cpulist_parse(buf, &u->cpus) < 0)
+        return -1;
+    u->id = node;
+    return 0;
+}
+
+/* A level that only repeats its narrower neighbour says nothing. */
+static bool same_cpus(const struct ma_unit *a, const struct ma_unit *b)
+{
+    return CPU_EQUAL(&a->cpus, &b->cpus);
+}
+
+static int read_cluster(const char *root, int cpu, struct ma_unit *u)
+{
+    struct ma_unit core;
+    u->level = MA_SCOPE_CLUSTER;
+    if (read_level(root, cpu, "topology/cluster_cpus_list", NULL,
+                   "topology/cluster_id", u) < 0)
+        return -1;
+    if (CPU_COUNT(&u->cpus) == 1 ||
+        (read_core(root, cpu, &core) == 0 && same_cpus(u, &core))) {
+        errno = ENOENT;
+        return -1;
+    }
+    return 0;
+}
+
+static int read_die(const char *root, int cpu, struct ma_unit *u)
+{
+    struct ma_unit pkg;
+    u->level = MA_SCOPE_DIE;
+    if (read_level(root, cpu, "topology/die_cpus_list", NULL,
+                   "topology/die_id", u) < 0)
+        return -1;
+    if (read_package(root, cpu, &pkg) == 0 && same_cpus(u, &pkg)) {
+        errno = ENOENT;
+        return -1;
+    }
+    return 0;
+}
+
+static int cpu_exists(const char *root, int cpu)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/devices/system/cpu/cpu%d", root, cpu) >=
+        (int)sizeof path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return access(path, F_OK);
+}
+
+int ma_unit_of(const char *root, enum ma_scope level, int cpu,
+               struct ma_unit *out)
+{
+    struct ma_unit u;
+    if (cpu < 0 || cpu >= MA_MAX_CPUS) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (cpu_exists(root, cpu) < 0)
+        return -1;
+    switch (level) {
+    case MA_SCOPE_WORKER:
+    case MA_SCOPE_CPU:
+        u.level = level;
+        u.id = cpu;
+        CPU_ZERO(&u.cpus);
+        CPU_SET(cpu, &u.cpus);
+        break;
+    case MA_SCOPE_CORE:
+        if (read_core(root, cpu, &u) < 0)
+            return -1;
+        break;
+    case MA_SCOPE_CLUSTER:
+        if (read_cluster(root, cpu, &u) == 0)
+            break;
+        return ma_unit_of(root, MA_SCOPE_LLC, cpu, out);
+    case MA_SCOPE_LLC:
+        if (read_llc(root, cpu, &u) == 0)
+            break;
+        return ma_unit_of(root, MA_SCOPE_DIE, cpu, out);
+    case MA_SCOPE_DIE:
+        if (read_die(root, cpu, &u) == 0)
+            break;
+        return ma_unit_of(root, MA_SCOPE_PACKAGE, cpu, out);
+    case MA_SCOPE_NODE:
+        if (read_node(root, cpu, &u) == 0)
+            break;
+        return ma_unit_of(root, MA_SCOPE_PACKAGE, cpu, out);
+    case MA_SCOPE_PACKAGE:
+        if (read_package(root, cpu, &u) < 0)
+            return -1;
+        break;
+    default:
+        errno = EINVAL;
+        return -1;
+    }
+    *out = u;
+    return 0;
+}
+
+static bool unit_listed(const struct ma_unit *units, size_t n,
+                        const struct ma_unit *u)
+{
+    for (size_t i = 0; i < n; i++)
+        if (units[i].level == u->level && same_cpus(&units[i], u))
+            return true;
+    return false;
+}
+
+int ma_scope_expand(const char *root, enum ma_scope scope,
+                    const cpu_set_t *leader, cpu_set_t *out,
+                    struct ma_unit *units, size_t max_units, size_t *n_units)
+{
+    cpu_set_t all;
+    size_t n = 0;
+    CPU_ZERO(&all);
+    *n_units = 0;
+    if (CPU_COUNT(leader) == 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (scope == MA_SCOPE_WORKER) {
+        if (max_units > 0) {
+            units[0].level = MA_SCOPE_WORKER;
+            units[0].id = ma_cpuset_first(leader);
+            units[0].cpus = *leader;
+            n = 1;
+        }
+        *out = *leader;
+        *n_units = n;
+        return 0;
+    }
+    for (int c = 0; c < MA_MAX_CPUS; c++) {
+        struct ma_unit u;
+        if (!CPU_ISSET(c, leader))
+            continue;
+        if (CPU_ISSET(c, &all))
+            continue;
+        if (ma_unit_of(root, scope, c, &u) < 0)
+            return -1;
+        CPU_OR(&all, &all, &u.cpus);
+        if (n < max_units && !unit_listed(units, n, &u))
+            units[n++] = u;
+    }
+    *out = all;
+    *n_units = n;
+    return 0;
+}
+
+/* Units at levels with numeric ids read as "package 0"; the others are
+ * named by their CPUs. */
+static bool level_has_id(enum ma_scope level)
+{
+    return level == MA_SCOPE_PACKAGE || level == MA_SCOPE_DIE ||
+           level == MA_SCOPE_NODE || level == MA_SCOPE_CLUSTER ||
+           level == MA_SCOPE_CORE;
+}
+
+static size_t append(char *buf, size_t len, size_t used, const char *s)
+{
+    int n;
+    if (used >= len)
+        return used;
+    n = snprintf(buf + used, len - used, "%s", s);
+    return n < 0 ? used : used + (size_t)n;
+}
+
+static size_t describe_one(const struct ma_unit *u, bool first_of_level,
+                           bool plural, char *buf, size_t len, size_t used)
+{
+    char item[4200];
+    if (level_has_id(u->level)) {
+        if (first_of_level)
+            snprintf(item, sizeof item, "%s%s %d", ma_scope_name(u->level),
+                     plural ? "s" : "", u->id);
+        else
+            snprintf(item, sizeof item, ",%d", u->id);
+    } else {
+        char cpus[4096];
+        ma_cpulist_format(&u->cpus, cpus, sizeof cpus);
+        if (u->level == MA_SCOPE_WORKER)
+            snprintf(item, sizeof item, "worker's CPUs");
+        else if (first_of_level)
+            snprintf(item, sizeof item, "%s%s %s",
+                     u->level == MA_SCOPE_CPU ? "CPU" : "llc",
+                     plural ? "s" : "", cpus);
+        else
+            snprintf(item, sizeof item, " + %s", cpus);
+    }
+    return append(buf, len, used, item);
+}
+
+const char *ma_units_describe(const struct ma_unit *units, size_t n,
+                              char *buf, size_t len)
+{
+    size_t used = 0;
+    if (len == 0)
+        return buf;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        bool first = i == 0 || units[i - 1].level != units[i].level;
+        bool plural = first && i + 1 < n && units[i + 1].level == units[i].level;
+        if (first && i > 0)
+            used = append(buf, len, used, ", ");
+        used = describe_one(&units[i], first, plural, buf, len, used);
+    }
+    return buf;
+}
+
+int ma_node_of_cpu(const char *root, int cpu)
+{
+    char path[PATH_MAX];
+    DIR *dir;
+    struct dirent *de;
+    int found = -1;
+
+    if (snprintf(path, sizeof path, "%s/devices/system/node", root) >=
+        (int)sizeof path)
+        return -1;
+    dir = opendir(path);
+    if (!dir)
+        return -1;
+    while (found < 0 && (de = readdir(dir))) {
+        char buf[8192], *end;
+        cpu_set_t cpus;
+        long node;
+        if (strncmp(de->d_name, "node", 4) != 0)
+            continue;
+        node = strtol(de->d_name + 4, &end, 10);
+        if (end == de->d_name + 4 || *end || node < 0 || node > INT_MAX)
+            continue;
+        if (read_sysfs(buf, sizeof buf, root,
+                       "devices/system/node/node%ld/cpulist", node) == 0 &&
+            ma_cpulist_parse(buf, &cpus) == 0 && CPU_ISSET(cpu, &cpus))
+            found = (int)node;
+    }
+    closedir(dir);
+    return found;
+}
+
+/* ---- reports ---- */
+
+void ma_report_encode(const struct ma_report *r, unsigned char *buf)
+{
+    uint32_t magic = MA_REPORT_MAGIC;
+    uint16_t version = MA_REPORT_VERSION, size = sizeof(cpu_set_t);
+    memcpy(buf, &magic, 4);
+    memcpy(buf + 4, &version, 2);
+    memcpy(buf + 6, &size, 2);
+    memcpy(buf + 8, &r->sent_ns, 8);
+    memcpy(buf + 16, &r->mask, sizeof(cpu_set_t));
+}
+
+int ma_report_decode(const void *buf, size_t len, struct ma_report *out)
+{
+    const unsigned char *p = buf;
+    uint32_t magic;
+    uint16_t version, size;
+    struct ma_report r;
+
+    if (!buf || len != MA_REPORT_SIZE)
+        goto bad;
+    memcpy(&magic, p, 4);
+    memcpy(&version, p + 4, 2);
+    memcpy(&size, p + 6, 2);
+    if (magic != MA_REPORT_MAGIC || version != MA_REPORT_VERSION ||
+        size != sizeof(cpu_set_t))
+        goto bad;
+    memcpy(&r.sent_ns, p + 8, 8);
+    memcpy(&r.mask, p + 16, sizeof(cpu_set_t));
+    if (CPU_COUNT(&r.mask) == 0)
+        goto bad;
+    *out = r;
+    return 0;
+bad:
+    errno = EBADMSG;
+    return -1;
+}
+
+/* ---- the brood ---- */
+
+void ma_brood_init(struct ma_brood *b)
+{
+    b->n = 0;
+    b->newest_gen = 0;
+    b->next_rank = 0;
+    b->last_fork_ns = 0;
+    b->n_deaths = 0;
+    b->following = false;
+    b->lead_gen = b->lead_rank = 0;
+    b->lead_pid = 0;
+    b->wait_until = 0;
+    CPU_ZERO(&b->lead_mask);
+}
+
+static void drop_death(struct ma_brood *b, size_t i)
+{
+    b->deaths[i] = b->deaths[--b->n_deaths];
+}
+
+/* The lowest-ranked recent death of the newest generation: the child this
+ * fork replaces, or -1 when it replaces none. */
+static long respawned_death(const struct ma_brood *b, uint64_t now_ns)
+{
+    long best = -1;
+    for (size_t i = 0; i < b->n_deaths; i++) {
+        const struct ma_death *d = &b->deaths[i];
+        if (d->gen != b->newest_gen || now_ns - d->at_ns > MA_RESPAWN_NS)
+            continue;
+        if (best < 0 || d->rank < b->deaths[best].rank)
+            best = (long)i;
+    }
+    return best;
+}
+
+struct ma_place ma_brood_place(struct ma_brood *b, uint64_t now_ns)
+{
+    struct ma_place p;
+    long d = respawned_death(b, now_ns);
+    if (d >= 0) {
+        p.gen = b->deaths[d].gen;
+        p.rank = b->deaths[d].rank;
+        drop_death(b, (size_t)d);
+    } else {
+        b->n_deaths = 0;
+        if (b->newest_gen == 0 || now_ns - b->last_fork_ns > MA_BURST_NS) {
+            b->newest_gen++;
+            b->next_rank = 0;
+        }
+        p.gen = b->newest_gen;
+        p.rank = b->next_rank++;
+    }
+    b->last_fork_ns = now_ns;
+    return p;
+}
+
+struct ma_child *ma_brood_add(struct ma_brood *b, pid_t pid, int fd,
+                              struct ma_place place, uint64_t now_ns)
+{
+    struct ma_child *c;
+    if (b->n >= MA_MAX_CHILDREN)
+        return NULL;
+    c = &b->kids[b->n++];
+    c->pid = pid;
+    c->fd = fd;
+    c->gen = place.gen;
+    c->rank = place.rank;
+    c->pinned = false;
+    c->reports = 0;
+    c->forked_ns = now_ns;
+    c->pinned_ns = 0;
+    CPU_ZERO(&c->mask);
+    return c;
+}
+
+struct ma_child *ma_brood_find_fd(struct ma_brood *b, int fd)
+{
+    for (size_t i = 0; i < b->n; i++)
+        if (b->kids[i].fd == fd)
+            return &b->kids[i];
+    return NULL;
+}
+
+struct ma_child *ma_brood_find_pid(struct ma_brood *b, pid_t pid)
+{
+    for (size_t i = 0; i < b->n; i++)
+        if (b->kids[i].pid == pid)
+            return &b->kids[i];
+    return NULL;
+}
+
+void ma_brood_pinned(struct ma_brood *b, struct ma_child *c,
+                     const struct ma_report *r)
+{
+    (void)b;
+    c->pinned = true;
+    c->mask = r->mask;
+    c->pinned_ns = r->sent_ns;
+    c->reports++;
+}
+
+void ma_brood_forget(struct ma_brood *b, struct ma_child *c)
+{
+    if (b->following && c->pid == b->lead_pid)
+        b->lead_pid = 0;
+    *c = b->kids[--b->n];
+}
+
+void ma_brood_died(struct ma_brood *b, struct ma_child *c, uint64_t now_ns)
+{
+    struct ma_death d = {c->gen, c->rank, now_ns};
+    if (b->n_deaths == MA_MAX_RECENT_DEATHS)
+        drop_death(b, 0);
+    b->deaths[b->n_deaths++] = d;
+    ma_brood_forget(b, c);
+}
+
+/* The pinned child of the lowest rank in generation gen, or NULL. */
+static struct ma_child *first_pinned_of(struct ma_brood *b, unsigned gen)
+{
+    struct ma_child *best = NULL;
+    for (size_t i = 0; i < b->n; i++) {
+        struct ma_child *c = &b->kids[i];
+        if (c->pinned && c->gen == gen && (!best || c->rank < best->rank))
+            best = c;
+    }
+    return best;
+}
+
+/* The oldest generation with a live pinned child, or 0. */
+static unsigned oldest_pinned_gen(const struct ma_brood *b)
+{
+    unsigned gen = 0;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->kids[i].pinned && (gen == 0 || b->kids[i].gen < gen))
+            gen = b->kids[i].gen;
+    return gen;
+}
+
+static bool newer_gen_lives(const struct ma_brood *b, unsigned gen)
+{
+    for (size_t i = 0; i < b->n; i++)
+        if (b->kids[i].gen > gen)
+            return true;
+    return false;
+}
+
+static void lead(struct ma_brood *b, const struct ma_child *c)
+{
+    b->following = true;
+    b->lead_gen = c->gen;
+    b->lead_rank = c->rank;
+    b->lead_mask = c->mask;
+    b->lead_pid = c->pid;
+}
+
+/* When a lower-ranked sibling of c, forked moments ago, may still pin:
+ * the time until which to wait for it, or 0. */
+static uint64_t settle_until(const struct ma_brood *b,
+                             const struct ma_child *c, uint64_t now_ns)
+{
+    uint64_t until = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        const struct ma_child *s = &b->kids[i];
+        uint64_t t = s->forked_ns + MA_SETTLE_NS;
+        if (s->gen == c->gen && s->rank < c->rank && !s->pinned &&
+            t > now_ns && t > until)
+            until = t;
+    }
+    return until;
+}
+
+enum ma_verdict ma_brood_decide(struct ma_brood *b, uint64_t now_ns)
+{
+    unsigned gen = oldest_pinned_gen(b);
+    struct ma_child *first;
+    bool same_slot;
+
+    b->wait_until = 0;
+    if (gen == 0) {
+        if (b->following && newer_gen_lives(b, b->lead_gen)) {
+            b->following = false;
+            b->lead_pid = 0;
+            return MA_RESTORE;
+        }
+        return b->following ? MA_FOLLOW : MA_HOLD;
+    }
+    first = first_pinned_of(b, gen);
+    same_slot = b->following && b->lead_gen == gen;
+    if (same_slot && first->rank > b->lead_rank)
+        return MA_FOLLOW;
+    if (!(same_slot && first->rank == b->lead_rank)) {
+        b->wait_until = settle_until(b, first, now_ns);
+        if (b->wait_until)
+            return MA_WAIT;
+    }
+    lead(b, first);
+    return MA_FOLLOW;
+}

@@ -1,0 +1,211 @@
+/* libmasteraff: topology, scope and leader choice.
+ *
+ * Pure logic: no process state, no globals. Everything here is testable
+ * with fake sysfs trees and made-up fork/pin/death sequences. */
+#ifndef MASTERAFF_AFFINITY_H
+#define MASTERAFF_AFFINITY_H
+
+#include <sched.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* The largest CPU number + 1 we handle: glibc's cpu_set_t, which is what
+ * nginx and most programs hand to sched_setaffinity. */
+#define MA_MAX_CPUS CPU_SETSIZE
+
+/* nginx caps its process table at 1024 (NGX_MAX_PROCESSES). */
+#define MA_MAX_CHILDREN 1024
+
+/* ---- cpulists: the kernel's "0-3,8,10-11" syntax ---- */
+
+/* Parses s (a trailing newline is allowed) into *out. Returns 0, or -1 with
+ * errno EINVAL (syntax) or ERANGE (a CPU >= MA_MAX_CPUS). *out is only
+ * written on success. An empty list is EINVAL. */
+int ma_cpulist_parse(const char *s, cpu_set_t *out);
+
+/* Writes set as a cpulist into buf. Returns the length, or -1 with errno
+ * ENOSPC when buf is too small (buf then holds a truncated, terminated
+ * list). An empty set is written as "none". */
+int ma_cpulist_format(const cpu_set_t *set, char *buf, size_t len);
+
+/* The first CPU in set, or -1 when it is empty. */
+int ma_cpuset_first(const cpu_set_t *set);
+
+/* ---- scopes and topology ---- */
+
+enum ma_scope {
+    MA_SCOPE_WORKER, /* exactly the leader's CPUs */
+    MA_SCOPE_CPU,
+    MA_SCOPE_CORE,
+    MA_SCOPE_CLUSTER,
+    MA_SCOPE_LLC,
+    MA_SCOPE_DIE,
+    MA_SCOPE_NODE,
+    MA_SCOPE_PACKAGE,
+    MA_SCOPE_COUNT
+};
+
+/* Returns 0 and sets *out, or -1 for an unknown name. */
+int ma_scope_parse(const char *name, enum ma_scope *out);
+const char *ma_scope_name(enum ma_scope scope);
+/* "package, die, node, llc, cluster, core, cpu, worker" */
+const char *ma_scope_choices(void);
+
+/* One topology unit: its level (after fallback), its id and its CPUs. */
+struct ma_unit {
+    enum ma_scope level;
+    int id; /* package/die/cluster/core id, node number, or for llc and cpu
+               the first CPU of the unit */
+    cpu_set_t cpus;
+};
+
+/* Finds the unit at `level` that holds `cpu`, reading sysfs below `root`
+ * (normally "/sys"). A level that the kernel does not report, or reports as
+ * degenerate (a cluster that is just the core, a die that is the whole
+ * package), falls back to the next wider one: cluster -> llc -> die ->
+ * package, and node -> package. Returns 0, or -1 with errno set when the
+ * topology of that CPU cannot be read at all. */
+int ma_unit_of(const char *root, enum ma_scope level, int cpu,
+               struct ma_unit *out);
+
+/* The scope expansion: union of the units at `scope` holding each CPU of
+ * `leader`. Units found are appended to units[] (at most max_units, distinct
+ * ones only) and counted in *n_units. Returns 0, or -1 with errno when some
+ * CPU's topology cannot be read. */
+int ma_scope_expand(const char *root, enum ma_scope scope,
+                    const cpu_set_t *leader, cpu_set_t *out,
+                    struct ma_unit *units, size_t max_units, size_t *n_units);
+
+/* Describes the units as "package 0", "packages 0,1", "node 3", "CPUs 2"
+ * into buf; returns buf. */
+const char *ma_units_describe(const struct ma_unit *units, size_t n,
+                              char *buf, size_t len);
+
+/* Node number of `cpu` from the node directories under root, or -1. */
+int ma_node_of_cpu(const char *root, int cpu);
+
+/* ---- reports: what a child sends its parent when it pins itself ---- */
+
+#define MA_REPORT_MAGIC 0x4646414du /* "MAFF" */
+#define MA_REPORT_VERSION 1
+#define MA_REPORT_SIZE (16 + sizeof(cpu_set_t))
+
+struct ma_report {
+    uint64_t sent_ns; /* CLOCK_MONOTONIC when the child had pinned */
+    cpu_set_t mask;   /* the child's mask after its pin */
+};
+
+/* Writes r into buf (MA_REPORT_SIZE bytes). */
+void ma_report_encode(const struct ma_report *r, unsigned char *buf);
+
+/* Decodes len bytes from an untrusted child. Returns 0, or -1 with errno
+ * EBADMSG for anything but a well-formed report of a non-empty mask. */
+int ma_report_decode(const void *buf, size_t len, struct ma_report *out);
+
+/* ---- the brood: a master's children, and which one it follows ----
+ *
+ * Children are grouped in generations. A fork starts a new generation
+ * unless it comes within MA_BURST_NS of the previous fork (nginx forks all
+ * the workers of a configuration in one burst, and waits 100 ms before it
+ * ever forks a new set), or it is a respawn: it follows the death of a child
+ * of the newest generation, noticed since the previous fork and at most
+ * MA_RESPAWN_NS before it (nginx reaps the dead worker, then forks its
+ * replacement). A respawn takes the dead child's generation and rank.
+ *
+ * The leader slot is the lowest-ranked child that has pinned in the oldest
+ * generation that still has a live pinned child: the master keeps following
+ * the old workers until they are all gone, and a respawned worker 0 takes
+ * its own place back. While the leader's process is dead but its generation
+ * lives, the master holds on to its last mask. When no live child is pinned
+ * and a newer generation than the followed one lives, the master returns to
+ * its original mask.
+ *
+ * Workers pin themselves in whatever order the scheduler runs them. Rather
+ * than follow worker 1 for a moment, the master waits up to MA_SETTLE_NS
+ * after the fork of a lower-ranked sibling that has not pinned yet. */
+
+#define MA_SETTLE_NS (100 * 1000 * 1000ULL)
+#define MA_BURST_NS (50 * 1000 * 1000ULL)
+#define MA_RESPAWN_NS (1000 * 1000 * 1000ULL)
+#define MA_MAX_RECENT_DEATHS 64
+/* A worker pins itself once or twice; a child that keeps reporting is
+ * broken or hostile, and is no longer listened to. */
+#define MA_MAX_REPORTS 16
+
+struct ma_child {
+    pid_t pid;
+    int fd;            /* the master's end of this child's channel, or -1 */
+    unsigned gen;
+    unsigned rank;
+    bool pinned;
+    cpu_set_t mask;    /* the last mask it reported */
+    unsigned reports;  /* valid reports so far */
+    uint64_t forked_ns;
+    uint64_t pinned_ns; /* when it last pinned, by its own clock reading */
+};
+
+struct ma_death {
+    unsigned gen;
+    unsigned rank;
+    uint64_t at_ns;
+};
+
+struct ma_brood {
+    struct ma_child kids[MA_MAX_CHILDREN];
+    size_t n;
+    unsigned newest_gen;    /* gen of the latest non-respawn fork; 0: none */
+    unsigned next_rank;     /* next rank within newest_gen */
+    uint64_t last_fork_ns;
+    struct ma_death deaths[MA_MAX_RECENT_DEATHS]; /* since the last fork */
+    size_t n_deaths;
+    bool following;         /* a leader slot is set */
+    unsigned lead_gen, lead_rank;
+    cpu_set_t lead_mask;    /* last mask seen in the leader slot */
+    pid_t lead_pid;         /* its process, or 0 while it is dead */
+    uint64_t wait_until;    /* with MA_WAIT: when to decide again */
+};
+
+struct ma_place {
+    unsigned gen, rank;
+};
+
+enum ma_verdict {
+    MA_HOLD,    /* change nothing */
+    MA_FOLLOW,  /* follow lead_mask of lead_pid (or the held slot) */
+    MA_RESTORE, /* back to the original mask */
+    MA_WAIT,    /* decide again at wait_until, or at the next event */
+};
+
+void ma_brood_init(struct ma_brood *b);
+
+/* Decides the generation and rank of a child about to be forked at now_ns,
+ * and forgets the deaths it has seen. Call once per fork, before it. */
+struct ma_place ma_brood_place(struct ma_brood *b, uint64_t now_ns);
+
+/* Records a forked child. Returns its entry, or NULL when the table is full. */
+struct ma_child *ma_brood_add(struct ma_brood *b, pid_t pid, int fd,
+                              struct ma_place place, uint64_t now_ns);
+
+struct ma_child *ma_brood_find_fd(struct ma_brood *b, int fd);
+struct ma_child *ma_brood_find_pid(struct ma_brood *b, pid_t pid);
+
+/* A child reported that it pinned itself to mask. */
+void ma_brood_pinned(struct ma_brood *b, struct ma_child *c,
+                     const struct ma_report *r);
+
+/* A child is gone (its channel closed). Removes it from the table. */
+void ma_brood_died(struct ma_brood *b, struct ma_child *c, uint64_t now_ns);
+
+/* Stops listening to a child that broke the protocol; unlike a death, this
+ * is no cue for a respawn. Removes it from the table. */
+void ma_brood_forget(struct ma_brood *b, struct ma_child *c);
+
+/* Re-evaluates the leader after any of the events above. MA_FOLLOW means
+ * b->lead_mask is the mask to follow, b->lead_pid its process (0 when held
+ * from a dead one). The verdict does not say whether anything changed:
+ * the caller compares the resulting placement with the current one. */
+enum ma_verdict ma_brood_decide(struct ma_brood *b, uint64_t now_ns);
+
+#endif

@@ -1,0 +1,196 @@
+/* libmasteraff: configuration and log lines. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <time.h>
+#include <unistd.h>
+
+struct ma_config ma_cfg = {
+    .scope = MA_SCOPE_PACKAGE,
+    .migrate = true,
+    .log_level = MA_LOG_NOTICE,
+    .sysfs = "/sys",
+};
+
+static const char *const level_names[] = {"error", "warn", "notice", "info",
+                                          "debug"};
+
+void ma_log(enum ma_log_level level, const char *fmt, ...)
+{
+    char line[8192];
+    size_t n;
+    time_t t = time(NULL);
+    struct tm tm;
+    va_list ap;
+    int e = errno;
+
+    if (level > ma_cfg.log_level)
+        return;
+    localtime_r(&t, &tm);
+    n = strftime(line, sizeof line, "%Y/%m/%d %H:%M:%S", &tm);
+    n += (size_t)snprintf(line + n, sizeof line - n, " [%s] %d#%d: masteraff: ",
+                          level_names[level], getpid(), gettid());
+    va_start(ap, fmt);
+    vsnprintf(line + n, sizeof line - n - 1, fmt, ap);
+    va_end(ap);
+    n = strlen(line);
+    line[n++] = '\n';
+    /* One write, so the line is not interleaved with nginx's own. */
+    if (write(STDERR_FILENO, line, n) < 0)
+        errno = e;
+    errno = e;
+}
+
+static void bad_value(const char *var, const char *value, const char *accepted)
+{
+    ma_log(MA_LOG_ERROR,
+           "%s=\"%s\" is not valid (accepted: %s); libmasteraff stays inert",
+           var, value, accepted);
+}
+
+/* ---- the target programs ---- */
+
+#define DEFAULT_PROGRAMS "nginx*,openresty*,angie*,freenginx*,tengine*"
+
+static bool patterns_valid(const char *list)
+{
+    const char *p = list;
+    if (!*list)
+        return false;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        if (len == 0 || memchr(p, '/', len))
+            return false;
+        if (!p[len])
+            return true;
+        p += len + 1;
+    }
+}
+
+static bool name_matches(const char *list, const char *name)
+{
+    char pattern[256];
+    const char *p = list;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        if (len < sizeof pattern) {
+            memcpy(pattern, p, len);
+            pattern[len] = '\0';
+            if (fnmatch(pattern, name, 0) == 0)
+                return true;
+        }
+        if (!p[len])
+            return false;
+        p += len + 1;
+    }
+}
+
+/* The executable's file name: argv[0] may be anything. */
+static const char *program_name(char *buf, size_t len)
+{
+    ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+    const char *deleted = " (deleted)", *slash;
+    if (n <= 0)
+        return program_invocation_short_name;
+    buf[n] = '\0';
+    if ((size_t)n > strlen(deleted) &&
+        strcmp(buf + n - strlen(deleted), deleted) == 0)
+        buf[n - strlen(deleted)] = '\0';
+    slash = strrchr(buf, '/');
+    return slash ? slash + 1 : buf;
+}
+
+/* ---- the settings ---- */
+
+static bool parse_scope(const char *v)
+{
+    if (ma_scope_parse(v, &ma_cfg.scope) == 0)
+        return true;
+    bad_value("MASTERAFF_SCOPE", v, ma_scope_choices());
+    return false;
+}
+
+static bool parse_migrate(const char *v)
+{
+    if (strcmp(v, "on") == 0 || strcmp(v, "off") == 0) {
+        ma_cfg.migrate = strcmp(v, "on") == 0;
+        return true;
+    }
+    bad_value("MASTERAFF_MIGRATE", v, "on, off");
+    return false;
+}
+
+static bool parse_log(const char *v)
+{
+    for (size_t i = 0; i < sizeof level_names / sizeof *level_names; i++)
+        if (strcmp(v, level_names[i]) == 0) {
+            ma_cfg.log_level = (enum ma_log_level)i;
+            return true;
+        }
+    bad_value("MASTERAFF_LOG", v, "error, warn, notice, info, debug");
+    return false;
+}
+
+static bool parse_dry_run(const char *v)
+{
+    if (strcmp(v, "1") == 0 || strcmp(v, "0") == 0) {
+        ma_cfg.dry_run = v[0] == '1';
+        return true;
+    }
+    bad_value("MASTERAFF_DRY_RUN", v, "1, 0");
+    return false;
+}
+
+static bool parse_sysfs(const char *v)
+{
+    if (v[0] == '/' && strlen(v) < sizeof ma_cfg.sysfs) {
+        strcpy(ma_cfg.sysfs, v);
+        return true;
+    }
+    bad_value("MASTERAFF_SYSFS", v, "an absolute path");
+    return false;
+}
+
+static bool parse_var(const char *name, bool (*parse)(const char *))
+{
+    const char *v = getenv(name);
+    return !v || parse(v);
+}
+
+void ma_config_load(bool symbols_ok)
+{
+    const char *programs = getenv("MASTERAFF_PROGRAMS");
+    char exe[4096];
+    bool ok = true;
+
+    /* A set-user-ID program must not be steered by its caller's
+     * environment. */
+    if (!symbols_ok || getauxval(AT_SECURE))
+        return;
+    if (programs && !patterns_valid(programs)) {
+        bad_value("MASTERAFF_PROGRAMS", programs,
+                  "comma-separated shell patterns of executable file names, "
+                  "such as nginx*,uwsgi, or *");
+        return;
+    }
+    if (!name_matches(programs ? programs : DEFAULT_PROGRAMS,
+                      program_name(exe, sizeof exe)))
+        return;
+    ok &= parse_var("MASTERAFF_LOG", parse_log);
+    ok &= parse_var("MASTERAFF_SCOPE", parse_scope);
+    ok &= parse_var("MASTERAFF_MIGRATE", parse_migrate);
+    ok &= parse_var("MASTERAFF_DRY_RUN", parse_dry_run);
+    ok &= parse_var("MASTERAFF_SYSFS", parse_sysfs);
+    ma_cfg.active = ok;
+    if (ok)
+        ma_log(MA_LOG_DEBUG, "loaded in %s, scope %s, memory %s%s", exe,
+               ma_scope_name(ma_cfg.scope), ma_cfg.migrate ? "on" : "off",
+               ma_cfg.dry_run ? ", dry run" : "");
+}

@@ -1,0 +1,526 @@
+/* libmasteraff: the interposition.
+ *
+ * fork() in a target program gives each child a SOCK_SEQPACKET channel to
+ * its parent. A child that pins itself (sched_setaffinity or
+ * pthread_setaffinity_np on itself) sends its new mask there. The parent,
+ * now a master, listens with one helper thread that blocks every signal; on
+ * a report it picks the leader (affinity.c) and re-pins all of its own
+ * threads, since a worker that dropped its privileges cannot.
+ *
+ * Lock discipline: the helper thread does all its libc work (logging,
+ * opendir, localtime) while holding `lock`, and fork() holds `lock` across
+ * the real fork, so a child never inherits a libc lock taken by the helper.
+ */
+#define _GNU_SOURCE
+#include "affinity.h"
+#include "internal.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef pid_t fork_fn(void);
+typedef int setaff_fn(pid_t, size_t, const cpu_set_t *);
+typedef int getaff_fn(pid_t, size_t, cpu_set_t *);
+typedef int thread_setaff_fn(pthread_t, size_t, const cpu_set_t *);
+
+static struct {
+    fork_fn *fork;
+    setaff_fn *sched_setaffinity;
+    getaff_fn *sched_getaffinity;
+    thread_setaff_fn *pthread_setaffinity_np;
+} real;
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* What this process is to the library. Reset in every child. */
+static struct {
+    int report_fd;     /* channel to the parent, or -1 */
+    pid_t parent;      /* who report_fd leads to */
+    bool master;       /* has forked with a channel: listens to children */
+    bool gave_up;      /* could not become a master; logged once */
+    bool warned_channel;
+    int epoll_fd;
+    cpu_set_t original;
+    cpu_set_t placed;  /* the mask the master was last given */
+    bool moved;        /* placed differs from original */
+} self = {.report_fd = -1, .epoll_fd = -1};
+
+static struct ma_brood brood;
+
+/* The channel made for one fork, before it happens. */
+struct prefork {
+    int master_end, child_end;
+    struct ma_place place;
+};
+
+static void load(void)
+{
+    real.fork = (fork_fn *)dlsym(RTLD_NEXT, "fork");
+    real.sched_setaffinity = (setaff_fn *)dlsym(RTLD_NEXT, "sched_setaffinity");
+    real.sched_getaffinity = (getaff_fn *)dlsym(RTLD_NEXT, "sched_getaffinity");
+    real.pthread_setaffinity_np =
+        (thread_setaff_fn *)dlsym(RTLD_NEXT, "pthread_setaffinity_np");
+    ma_config_load(real.fork && real.sched_setaffinity &&
+                   real.sched_getaffinity);
+}
+
+__attribute__((constructor)) static void masteraff_init(void)
+{
+    pthread_once(&load_once, load);
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void close_keeping_errno(int fd)
+{
+    int e = errno;
+    if (fd >= 0)
+        close(fd);
+    errno = e;
+}
+
+/* ---- the child's side ---- */
+
+static bool pins_itself(pid_t pid)
+{
+    return pid == 0 || pid == getpid() || pid == gettid();
+}
+
+static void report_pin(void)
+{
+    struct ma_report r;
+    unsigned char msg[MA_REPORT_SIZE];
+    if (real.sched_getaffinity(0, sizeof r.mask, &r.mask) < 0)
+        return;
+    r.sent_ns = now_ns();
+    ma_report_encode(&r, msg);
+    /* The parent may be gone or not reading: never block, never SIGPIPE. */
+    send(self.report_fd, msg, sizeof msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+static void report_if_pinned(int rc, bool itself)
+{
+    int e = errno;
+    if (rc == 0 && itself && ma_cfg.active && self.report_fd >= 0)
+        report_pin();
+    errno = e;
+}
+
+EXPORT int sched_setaffinity(pid_t pid, size_t size, const cpu_set_t *mask)
+{
+    int rc;
+    pthread_once(&load_once, load);
+    if (!real.sched_setaffinity) {
+        errno = ENOSYS;
+        return -1;
+    }
+    rc = real.sched_setaffinity(pid, size, mask);
+    report_if_pinned(rc, pins_itself(pid));
+    return rc;
+}
+
+EXPORT int pthread_setaffinity_np(pthread_t thread, size_t size,
+                                  const cpu_set_t *mask)
+{
+    int rc;
+    pthread_once(&load_once, load);
+    if (!real.pthread_setaffinity_np)
+        return ENOSYS;
+    rc = real.pthread_setaffinity_np(thread, size, mask);
+    report_if_pinned(rc, pthread_equal(thread, pthread_self()));
+    return rc;
+}
+
+/* ---- the master's side: placing itself ---- */
+
+/* sched_setaffinity changes one thread: give the mask to every thread. */
+static int place_all_threads(const cpu_set_t *mask)
+{
+    DIR *dir = opendir("/proc/self/task");
+    struct dirent *de;
+    int rc = 0;
+
+    if (!dir)
+        return real.sched_setaffinity(getpid(), sizeof *mask, mask) |
+               real.sched_setaffinity(0, sizeof *mask, mask);
+    while ((de = readdir(dir))) {
+        pid_t tid = (pid_t)atoi(de->d_name);
+        if (tid > 0 && real.sched_setaffinity(tid, sizeof *mask, mask) < 0 &&
+            errno != ESRCH)
+            rc = -1;
+    }
+    closedir(dir);
+    return rc;
+}
+
+static const char *cpus_text(const cpu_set_t *set, char *buf, size_t len)
+{
+    ma_cpulist_format(set, buf, len);
+    return buf;
+}
+
+static void log_restored(void)
+{
+    char cpus[4096];
+    ma_log(MA_LOG_NOTICE,
+           "master %d -> CPUs %s (its original mask), no pinned worker left "
+           "to follow",
+           getpid(), cpus_text(&self.original, cpus, sizeof cpus));
+}
+
+static void log_followed(const cpu_set_t *target, const char *units,
+                         const char *memory)
+{
+    char cpus[4096], lead[4096], after[64] = "";
+    const struct ma_child *c = ma_brood_find_pid(&brood, brood.lead_pid);
+    uint64_t now = now_ns();
+    if (c && c->pinned_ns && now >= c->pinned_ns)
+        snprintf(after, sizeof after, " after %lluus",
+                 (unsigned long long)((now - c->pinned_ns) / 1000));
+    ma_log(MA_LOG_NOTICE, "%smaster %d -> CPUs %s (%s), following worker %d "
+           "on CPU%s %s%s; %s",
+           ma_cfg.dry_run ? "dry run: " : "", getpid(),
+           cpus_text(target, cpus, sizeof cpus), units, brood.lead_pid,
+           CPU_COUNT(&brood.lead_mask) > 1 ? "s" : "",
+           cpus_text(&brood.lead_mask, lead, sizeof lead), after, memory);
+}
+
+/* Moves the master to target, or says why not. Returns 0 when placed. */
+static int place_master(const cpu_set_t *target)
+{
+    char cpus[4096];
+    if (CPU_EQUAL(target, &self.placed))
+        return -1;
+    if (!ma_cfg.dry_run && place_all_threads(target) < 0) {
+        ma_log(MA_LOG_WARN, "could not move master %d to CPUs %s: %s; "
+               "skipped", getpid(), cpus_text(target, cpus, sizeof cpus),
+               strerror(errno));
+        return -1;
+    }
+    self.placed = *target;
+    self.moved = !CPU_EQUAL(target, &self.original);
+    return 0;
+}
+
+/* The leader's scope, clamped to the original mask. Returns 0, or -1 after
+ * saying why the master stays. */
+static int follow_target(cpu_set_t *target, char *units, size_t len)
+{
+    struct ma_unit u[16];
+    size_t n;
+    char cpus[4096], orig[4096];
+
+    if (ma_scope_expand(ma_cfg.sysfs, ma_cfg.scope, &brood.lead_mask, target,
+                        u, 16, &n) < 0) {
+        ma_log(MA_LOG_WARN, "cannot read the %s of CPUs %s under %s: %s; "
+               "master %d not moved", ma_scope_name(ma_cfg.scope),
+               cpus_text(&brood.lead_mask, cpus, sizeof cpus), ma_cfg.sysfs,
+               strerror(errno), getpid());
+        return -1;
+    }
+    ma_units_describe(u, n, units, len);
+    CPU_AND(target, target, &self.original);
+    if (CPU_COUNT(target) == 0) {
+        ma_log(MA_LOG_WARN, "worker %d is on CPUs %s, outside master %d's "
+               "CPUs %s; master not moved", brood.lead_pid,
+               cpus_text(&brood.lead_mask, cpus, sizeof cpus), getpid(),
+               cpus_text(&self.original, orig, sizeof orig));
+        return -1;
+    }
+    return 0;
+}
+
+/* Acts on the leader choice after any event. */
+static void apply_decision(void)
+{
+    cpu_set_t target;
+    char units[512];
+
+    switch (ma_brood_decide(&brood, now_ns())) {
+    case MA_HOLD:
+    case MA_WAIT:
+        return;
+    case MA_RESTORE:
+        if (place_master(&self.original) == 0)
+            log_restored();
+        return;
+    case MA_FOLLOW:
+        if (follow_target(&target, units, sizeof units) < 0)
+            return;
+        if (place_master(&target) == 0)
+            log_followed(&target, units, ma_memory_follow(&brood.lead_mask));
+        return;
+    }
+}
+
+/* ---- the master's side: its children's channels ---- */
+
+static void stop_listening(struct ma_child *c)
+{
+    epoll_ctl(self.epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+}
+
+static void child_gone(struct ma_child *c)
+{
+    stop_listening(c);
+    ma_brood_died(&brood, c, now_ns());
+    apply_decision();
+}
+
+static void child_misbehaved(struct ma_child *c, const char *what)
+{
+    ma_log(MA_LOG_WARN, "child %d %s; no longer listening to it", c->pid,
+           what);
+    stop_listening(c);
+    ma_brood_forget(&brood, c);
+    apply_decision();
+}
+
+/* Reads what one child sent. Each read costs a syscall, so a child gets a
+ * bounded number of them before it is dropped (MA_MAX_REPORTS). */
+static void read_channel(int fd)
+{
+    struct ma_child *c = ma_brood_find_fd(&brood, fd);
+    unsigned char buf[MA_REPORT_SIZE + 1];
+    struct ma_report r;
+    ssize_t n;
+
+    while (c) {
+        n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            return;
+        if (n <= 0)
+            return child_gone(c);
+        if (ma_report_decode(buf, (size_t)n, &r) < 0)
+            return child_misbehaved(c, "sent a malformed report");
+        if (c->reports >= MA_MAX_REPORTS)
+            return child_misbehaved(c, "keeps reporting");
+        ma_brood_pinned(&brood, c, &r);
+        apply_decision();
+        c = ma_brood_find_fd(&brood, fd);
+    }
+}
+
+/* Handles what is ready now, without waiting (timeout 0) or until some. */
+static int drain_channels(int timeout)
+{
+    struct epoll_event ev[32];
+    int n = epoll_wait(self.epoll_fd, ev, 32, timeout);
+    for (int i = 0; i < n; i++)
+        read_channel(ev[i].data.fd);
+    return n;
+}
+
+/* Milliseconds until a deferred decision is due, or -1 for none. */
+static int settle_timeout(void)
+{
+    uint64_t now = now_ns();
+    if (!brood.wait_until)
+        return -1;
+    if (brood.wait_until <= now)
+        return 0;
+    return (int)((brood.wait_until - now + 999999) / 1000000);
+}
+
+static void *listener(void *arg)
+{
+    struct epoll_event ev[32];
+    int timeout = -1;
+    (void)arg;
+    for (;;) {
+        int n = epoll_wait(self.epoll_fd, ev, 32, timeout);
+        if (n < 0 && errno != EINTR) {
+            ma_log(MA_LOG_WARN, "stopped listening to children: %s",
+                   strerror(errno));
+            return NULL;
+        }
+        pthread_mutex_lock(&lock);
+        for (int i = 0; i < n; i++)
+            read_channel(ev[i].data.fd);
+        if (n == 0)
+            apply_decision();
+        timeout = settle_timeout();
+        pthread_mutex_unlock(&lock);
+    }
+}
+
+/* A thread that must never take a signal meant for the program. */
+static int start_listener(void)
+{
+    pthread_t t;
+    pthread_attr_t attr;
+    sigset_t all, old;
+    int rc;
+
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    rc = pthread_create(&t, &attr, listener, NULL);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == 0)
+        pthread_setname_np(t, "masteraff");
+    return rc;
+}
+
+static void give_up(const char *what, int err)
+{
+    self.gave_up = true;
+    ma_log(MA_LOG_WARN, "%s: %s; process %d will not follow its children",
+           what, strerror(err), getpid());
+}
+
+/* The first fork makes a master: the epoll set and the listener thread. */
+static bool become_master(void)
+{
+    if (self.master || self.gave_up)
+        return self.master;
+    if (real.sched_getaffinity(0, sizeof self.original, &self.original) < 0) {
+        give_up("cannot read its own affinity", errno);
+        return false;
+    }
+    self.placed = self.original;
+    self.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    if (self.epoll_fd < 0) {
+        give_up("cannot create its epoll set", errno);
+        return false;
+    }
+    if (start_listener() != 0) {
+        close(self.epoll_fd);
+        self.epoll_fd = -1;
+        give_up("cannot start its listener thread", EAGAIN);
+        return false;
+    }
+    /* nginx's daemon fork leaves the master's parent dead at once. */
+    if (self.report_fd >= 0 && getppid() != self.parent) {
+        close(self.report_fd);
+        self.report_fd = -1;
+    }
+    ma_brood_init(&brood);
+    self.master = true;
+    return true;
+}
+
+static void warn_no_channel(const char *why)
+{
+    if (self.warned_channel)
+        return;
+    self.warned_channel = true;
+    ma_log(MA_LOG_WARN, "a child of %d gets no channel (%s); it cannot be "
+           "followed", getpid(), why);
+}
+
+static struct prefork prepare_fork(void)
+{
+    struct prefork pf = {.master_end = -1, .child_end = -1};
+    int sv[2];
+    if (!become_master())
+        return pf;
+    drain_channels(0);
+    pf.place = ma_brood_place(&brood, now_ns());
+    if (brood.n >= MA_MAX_CHILDREN) {
+        warn_no_channel("too many children");
+        return pf;
+    }
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+        warn_no_channel(strerror(errno));
+        return pf;
+    }
+    pf.master_end = sv[0];
+    pf.child_end = sv[1];
+    return pf;
+}
+
+static void after_fork_in_parent(const struct prefork *pf, pid_t pid)
+{
+    struct epoll_event ev = {.events = EPOLLIN};
+    close_keeping_errno(pf->child_end);
+    if (pid < 0 || pf->master_end < 0) {
+        close_keeping_errno(pf->master_end);
+        return;
+    }
+    ev.data.fd = pf->master_end;
+    if (!ma_brood_add(&brood, pid, pf->master_end, pf->place, now_ns()) ||
+        epoll_ctl(self.epoll_fd, EPOLL_CTL_ADD, pf->master_end, &ev) < 0) {
+        struct ma_child *c = ma_brood_find_fd(&brood, pf->master_end);
+        if (c)
+            ma_brood_forget(&brood, c);
+        close_keeping_errno(pf->master_end);
+    }
+}
+
+/* Runs in the child between fork and its return: async-signal-safe only.
+ * The child keeps nothing of the master's but its own channel. */
+static void after_fork_in_child(const struct prefork *pf)
+{
+    static const pthread_mutex_t unlocked = PTHREAD_MUTEX_INITIALIZER;
+    for (size_t i = 0; i < brood.n; i++)
+        close(brood.kids[i].fd);
+    if (self.epoll_fd >= 0)
+        close(self.epoll_fd);
+    if (self.report_fd >= 0)
+        close(self.report_fd);
+    if (pf->master_end >= 0)
+        close(pf->master_end);
+    if (self.moved)
+        real.sched_setaffinity(0, sizeof self.original, &self.original);
+    brood.n = 0;
+    self.report_fd = pf->child_end;
+    self.parent = getppid();
+    self.master = false;
+    self.gave_up = false;
+    self.warned_channel = false;
+    self.epoll_fd = -1;
+    self.moved = false;
+    memcpy(&lock, &unlocked, sizeof lock);
+}
+
+EXPORT pid_t fork(void)
+{
+    struct prefork pf;
+    int saved_errno = errno;
+    pid_t pid;
+
+    pthread_once(&load_once, load);
+    if (!real.fork) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (!ma_cfg.active)
+        return real.fork();
+    pthread_mutex_lock(&lock);
+    pf = prepare_fork();
+    errno = saved_errno;
+    pid = real.fork();
+    saved_errno = errno;
+    if (pid == 0) {
+        after_fork_in_child(&pf);
+        errno = saved_errno;
+        return 0;
+    }
+    after_fork_in_parent(&pf, pid);
+    pthread_mutex_unlock(&lock);
+    errno = saved_errno;
+    return pid;
+}

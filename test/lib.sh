@@ -1,0 +1,130 @@
+# Shared by the shell tests: TAP output, and a real Debian nginx started with
+# the library in a private directory. Sourced, never run.
+set -uo pipefail
+
+SRCDIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+LIB=$SRCDIR/libmasteraff.so
+NGINX=${NGINX:-/usr/sbin/nginx}
+T=$(mktemp -d /tmp/masteraff-test.XXXXXX)
+tap_n=0
+tap_failed=0
+
+ok() { # ok COND-STATUS DESCRIPTION
+    tap_n=$((tap_n + 1))
+    if [ "$1" -eq 0 ]; then
+        echo "ok $tap_n - $2"
+    else
+        echo "not ok $tap_n - $2"
+        tap_failed=$((tap_failed + 1))
+    fi
+}
+
+is() { # is GOT WANT DESCRIPTION
+    [ "$1" = "$2" ]
+    ok $? "$3"
+    [ "$1" = "$2" ] || printf '#   got:  %s\n#   want: %s\n' "$1" "$2"
+}
+
+diag() { printf '# %s\n' "$*"; }
+
+skip_all() {
+    echo "1..0 # SKIP $*"
+    exit 0
+}
+
+done_testing() {
+    echo "1..$tap_n"
+    [ "$tap_failed" -eq 0 ]
+}
+
+# Waits up to $2 seconds (default 5) for the command $1 to succeed.
+wait_for() {
+    local cond=$1 limit=${2:-5} i
+    for ((i = 0; i < limit * 20; i++)); do
+        eval "$cond" && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+cpus_of() { awk '/^Cpus_allowed_list/ {print $2}' "/proc/$1/status" 2>/dev/null; }
+threads_of() { awk '/^Threads/ {print $2}' "/proc/$1/status" 2>/dev/null; }
+fd_count() { ls "/proc/$1/fd" 2>/dev/null | wc -l; }
+master_pid() { cat "$T/nginx.pid" 2>/dev/null; }
+
+# Children of the master by role, in pid order (nginx forks in order).
+children_of() { # children_of MASTER ROLE  (ROLE: worker, "cache manager", ...)
+    local p
+    for p in $(pgrep -P "$1" | sort -n); do
+        grep -q "nginx: $2 process" "/proc/$p/cmdline" 2>/dev/null && echo "$p"
+    done
+}
+workers() { children_of "$(master_pid)" worker | tr '\n' ' ' | sed 's/ $//'; }
+
+# A fake sysfs tree in which CPU 0 and CPU 1 are two packages.
+make_twopkg() {
+    [ -d "$T/sys" ] || "$SRCDIR/test/mktree" twopkg "$T/sys"
+}
+
+# write_conf [AFFINITY] [EXTRA-MAIN-DIRECTIVES]: an nginx.conf in $T with two
+# workers, a cache (for a cache manager that never pins), stub_status.
+write_conf() {
+    local affinity=${1:-} extra=${2:-}
+    mkdir -p "$T/cache" "$T/tmp"
+    cat >"$T/nginx.conf" <<EOF
+worker_processes 2;
+${affinity:+worker_cpu_affinity $affinity;}
+pid $T/nginx.pid;
+error_log $T/error.log notice;
+$extra
+events { worker_connections 128; }
+http {
+    access_log off;
+    client_body_temp_path $T/tmp/body;
+    proxy_temp_path $T/tmp/proxy;
+    fastcgi_temp_path $T/tmp/fastcgi;
+    uwsgi_temp_path $T/tmp/uwsgi;
+    scgi_temp_path $T/tmp/scgi;
+    proxy_cache_path $T/cache keys_zone=cache:1m;
+    server {
+        listen 127.0.0.1:${PORT:-18080};
+        location / { return 200 "hello\n"; }
+        location /status { stub_status; }
+    }
+}
+EOF
+}
+
+# Starts nginx with the library and MASTERAFF_* from the caller's
+# environment; stderr goes to $T/stderr.
+start_nginx() {
+    env LD_PRELOAD="$LIB" MASTERAFF_SYSFS="${MASTERAFF_SYSFS-$T/sys}" \
+        "$NGINX" -c "$T/nginx.conf" "$@" 2>"$T/stderr"
+}
+
+# Waits until the master has n workers (default 2) that are not exiting.
+wait_workers() {
+    local n=${1:-2}
+    wait_for "[ \$(workers | wc -w) -eq $n ]"
+}
+
+serves() { curl -sf "http://127.0.0.1:${PORT:-18080}/" | grep -q hello; }
+
+# Sends a signal and waits for the master to be gone.
+stop_nginx() {
+    local m
+    m=$(master_pid) || return 0
+    [ -n "$m" ] || return 0
+    kill -QUIT "$m" 2>/dev/null
+    wait_for "! kill -0 $m 2>/dev/null" 10 || kill -9 "$m" 2>/dev/null
+    rm -f "$T/nginx.pid"
+}
+
+cleanup() {
+    stop_nginx
+    rm -rf "$T"
+}
+trap cleanup EXIT
+
+[ -x "$NGINX" ] || skip_all "no nginx at $NGINX"
+[ -f "$LIB" ] || { echo "Bail out! $LIB is not built"; exit 1; }
