@@ -1,0 +1,245 @@
+/* The leader choice over made-up fork, pin and death sequences, timed as
+ * nginx times them. */
+#define _GNU_SOURCE
+#include "affinity.h"
+#include "test/tap.h"
+
+#define MS (1000 * 1000ULL)
+
+static struct ma_brood b;
+
+static void fork_at(pid_t pid, uint64_t t_ms)
+{
+    struct ma_place p = ma_brood_place(&b, t_ms * MS);
+    ma_brood_add(&b, pid, pid + 1000, p, t_ms * MS);
+}
+
+static void pin_at(pid_t pid, int cpu, uint64_t t_ms)
+{
+    struct ma_report r = {.sent_ns = t_ms * MS};
+    CPU_ZERO(&r.mask);
+    CPU_SET(cpu, &r.mask);
+    ma_brood_pinned(&b, ma_brood_find_pid(&b, pid), &r);
+}
+
+static void die_at(pid_t pid, uint64_t t_ms)
+{
+    ma_brood_died(&b, ma_brood_find_pid(&b, pid), t_ms * MS);
+}
+
+/* "follow PID on CPU", "hold on CPU", "restore", "wait" or "nothing". */
+static const char *decide_at(uint64_t t_ms)
+{
+    static char buf[64];
+    switch (ma_brood_decide(&b, t_ms * MS)) {
+    case MA_FOLLOW:
+        if (b.lead_pid)
+            snprintf(buf, sizeof buf, "follow %d on %d", b.lead_pid,
+                     ma_cpuset_first(&b.lead_mask));
+        else
+            snprintf(buf, sizeof buf, "hold on %d",
+                     ma_cpuset_first(&b.lead_mask));
+        return buf;
+    case MA_RESTORE:
+        return "restore";
+    case MA_WAIT:
+        return "wait";
+    case MA_HOLD:
+        return "nothing";
+    }
+    return "?";
+}
+
+static void place_is(pid_t pid, unsigned gen, unsigned rank, const char *what)
+{
+    struct ma_child *c = ma_brood_find_pid(&b, pid);
+    ok(c && c->gen == gen && c->rank == rank, "%s: generation %u rank %u",
+       what, gen, rank);
+    if (c && (c->gen != gen || c->rank != rank))
+        printf("#   got generation %u rank %u\n", c->gen, c->rank);
+}
+
+/* nginx at start: workers 10 and 11, cache manager 12, loader 13. */
+static void start(void)
+{
+    ma_brood_init(&b);
+    fork_at(10, 0);
+    fork_at(11, 1);
+    fork_at(12, 2);
+    fork_at(13, 3);
+}
+
+static void test_start(void)
+{
+    start();
+    is_str(decide_at(4), "nothing", "nothing to follow before a pin");
+    pin_at(11, 0, 5);
+    is_str(decide_at(5), "wait", "worker 1 pinned first: wait for worker 0");
+    ok(b.wait_until == 100 * MS, "until 100 ms after worker 0's fork");
+    pin_at(10, 1, 6);
+    is_str(decide_at(6), "follow 10 on 1", "then follow worker 0");
+    place_is(13, 1, 3, "the loader is in the first burst");
+
+    start();
+    pin_at(11, 0, 5);
+    is_str(decide_at(5), "wait", "worker 0 has not pinned");
+    is_str(decide_at(101), "follow 11 on 0",
+           "a worker 0 that never pins is given up after the settle time");
+    pin_at(10, 1, 150);
+    is_str(decide_at(150), "follow 10 on 1",
+           "and followed when it pins after all");
+
+    start();
+    is_str(decide_at(200), "nothing", "no pin at all: nothing");
+}
+
+static void test_respawn(void)
+{
+    start();
+    pin_at(10, 1, 5);
+    pin_at(11, 0, 5);
+    decide_at(6);
+    die_at(10, 1000);
+    is_str(decide_at(1000), "hold on 1",
+           "worker 0 dead: hold its CPU, do not follow worker 1");
+    fork_at(20, 1001);
+    place_is(20, 1, 0, "the replacement takes worker 0's place");
+    is_str(decide_at(1002), "hold on 1", "still holding before it pins");
+    pin_at(20, 1, 1003);
+    is_str(decide_at(1003), "follow 20 on 1", "the new worker 0 leads");
+
+    die_at(11, 2000);
+    fork_at(21, 2000);
+    place_is(21, 1, 1, "a respawned worker 1 takes rank 1");
+    pin_at(21, 0, 2001);
+    is_str(decide_at(2001), "follow 20 on 1", "and does not lead");
+
+    /* worker_processes 1: nothing else pinned while worker 0 is dead */
+    ma_brood_init(&b);
+    fork_at(10, 0);
+    fork_at(12, 1);
+    pin_at(10, 1, 2);
+    decide_at(2);
+    die_at(10, 500);
+    is_str(decide_at(500), "hold on 1",
+           "single worker dead: hold, do not go back to the original mask");
+    fork_at(30, 501);
+    pin_at(30, 1, 502);
+    is_str(decide_at(502), "follow 30 on 1", "its replacement leads");
+
+    start();
+    pin_at(10, 1, 5);
+    decide_at(5);
+    die_at(10, 1000);
+    fork_at(40, 3000);
+    place_is(40, 2, 0, "a fork long after a death is no respawn");
+}
+
+/* A reload: new workers 20 (CPU 0) and 21 (CPU 1) forked at 5000 ms while
+ * the old ones (10 on CPU 1, 11 on CPU 0) are alive. */
+static void reload(void)
+{
+    start();
+    pin_at(10, 1, 5);
+    pin_at(11, 0, 5);
+    decide_at(6);
+    fork_at(20, 5000);
+    fork_at(21, 5000);
+    fork_at(22, 5001);
+    pin_at(20, 0, 5002);
+    pin_at(21, 1, 5002);
+}
+
+static void test_reload(void)
+{
+    reload();
+    place_is(20, 2, 0, "the reload's first fork opens generation 2");
+    is_str(decide_at(5003), "follow 10 on 1",
+           "old workers alive: keep following the old worker 0");
+    die_at(10, 5100);
+    is_str(decide_at(5100), "hold on 1",
+           "old worker 0 gone first: hold while old worker 1 lives");
+    die_at(11, 5101);
+    is_str(decide_at(5101), "follow 20 on 0",
+           "old workers gone: follow the new worker 0");
+
+    reload();
+    die_at(11, 5100);
+    is_str(decide_at(5100), "follow 10 on 1", "old worker 1 gone first");
+    die_at(10, 5101);
+    is_str(decide_at(5101), "follow 20 on 0",
+           "then old worker 0: follow the new worker 0, not the new worker 1 "
+           "that has its mask");
+
+    reload();
+    die_at(10, 5100);
+    die_at(11, 5101);
+    decide_at(5101);
+    fork_at(30, 5400);
+    place_is(30, 3, 0,
+             "a reload soon after old workers died opens a new generation");
+}
+
+static void test_affinity_removed(void)
+{
+    start();
+    pin_at(10, 1, 5);
+    pin_at(11, 0, 5);
+    decide_at(6);
+    fork_at(20, 5000);
+    fork_at(21, 5000);
+    die_at(10, 5100);
+    is_str(decide_at(5100), "hold on 1", "one old worker left: hold");
+    die_at(11, 5101);
+    is_str(decide_at(5101), "restore",
+           "no pinned worker, a newer generation lives: original mask");
+    is_str(decide_at(5102), "nothing", "and stays there");
+}
+
+static void test_loader_exit(void)
+{
+    start();
+    pin_at(10, 1, 5);
+    decide_at(5);
+    die_at(13, 60000);
+    is_str(decide_at(60000), "follow 10 on 1", "the loader's exit changes nothing");
+    fork_at(20, 62000);
+    place_is(20, 2, 0, "a reload after the loader's exit is a new generation");
+}
+
+static void test_forget(void)
+{
+    start();
+    pin_at(10, 1, 5);
+    decide_at(5);
+    ma_brood_forget(&b, ma_brood_find_pid(&b, 11));
+    ok(ma_brood_find_pid(&b, 11) == NULL, "a forgotten child is gone");
+    fork_at(20, 6);
+    place_is(20, 1, 4, "and its place is not taken by a respawn");
+}
+
+static void test_full(void)
+{
+    struct ma_place p = {1, 0};
+    int added = 0;
+    ma_brood_init(&b);
+    for (int i = 0; i < MA_MAX_CHILDREN + 5; i++)
+        added += ma_brood_add(&b, 100 + i, i, p, 0) != NULL;
+    ok(added == MA_MAX_CHILDREN, "the table holds %d children, no more",
+       MA_MAX_CHILDREN);
+    ok(ma_brood_find_fd(&b, MA_MAX_CHILDREN - 1) != NULL &&
+           ma_brood_find_fd(&b, MA_MAX_CHILDREN) == NULL,
+       "and finds by descriptor");
+}
+
+int main(void)
+{
+    test_start();
+    test_respawn();
+    test_reload();
+    test_affinity_removed();
+    test_loader_exit();
+    test_forget();
+    test_full();
+    return done_testing();
+}
