@@ -455,7 +455,7 @@ static bool level_has_id(enum ma_scope level)
 {
     return level == MA_SCOPE_PACKAGE || level == MA_SCOPE_DIE ||
            level == MA_SCOPE_NODE || level == MA_SCOPE_CLUSTER ||
-           level == MA_SCOPE_CORE;
+           level == MA_SCOPE_CORE || level == MA_SCOPE_CPU;
 }
 
 static size_t append(char *buf, size_t len, size_t used, const char *s)
@@ -473,7 +473,8 @@ static size_t describe_one(const struct ma_unit *u, bool first_of_level,
     char item[4200];
     if (level_has_id(u->level)) {
         if (first_of_level)
-            snprintf(item, sizeof item, "%s%s %d", ma_scope_name(u->level),
+            snprintf(item, sizeof item, "%s%s %d",
+                     u->level == MA_SCOPE_CPU ? "CPU" : ma_scope_name(u->level),
                      plural ? "s" : "", u->id);
         else
             snprintf(item, sizeof item, ",%d", u->id);
@@ -483,9 +484,7 @@ static size_t describe_one(const struct ma_unit *u, bool first_of_level,
         if (u->level == MA_SCOPE_WORKER)
             snprintf(item, sizeof item, "worker's CPUs");
         else if (first_of_level)
-            snprintf(item, sizeof item, "%s%s %s",
-                     u->level == MA_SCOPE_CPU ? "CPU" : "llc",
-                     plural ? "s" : "", cpus);
+            snprintf(item, sizeof item, "llc%s %s", plural ? "s" : "", cpus);
         else
             snprintf(item, sizeof item, " + %s", cpus);
     }

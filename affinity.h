@@ -73,13 +73,14 @@ int ma_unit_of(const char *root, enum ma_scope level, int cpu,
 /* The scope expansion: union of the units at `scope` holding each CPU of
  * `leader`. Units found are appended to units[] (at most max_units, distinct
  * ones only) and counted in *n_units. Returns 0, or -1 with errno when some
- * CPU's topology cannot be read. */
+ * CPU's topology cannot be read; a CPU inside a unit already found is not
+ * looked up again. */
 int ma_scope_expand(const char *root, enum ma_scope scope,
                     const cpu_set_t *leader, cpu_set_t *out,
                     struct ma_unit *units, size_t max_units, size_t *n_units);
 
-/* Describes the units as "package 0", "packages 0,1", "node 3", "CPUs 2"
- * into buf; returns buf. */
+/* Describes the units as "package 0", "packages 0,1", "node 3", "CPU 30",
+ * "CPUs 2,60", "llc 24-47" into buf; returns buf. */
 const char *ma_units_describe(const struct ma_unit *units, size_t n,
                               char *buf, size_t len);
 
