@@ -40,4 +40,15 @@ void ma_log(enum ma_log_level level, const char *fmt, ...)
  * configuration says, and returns the log line's account of it. */
 const char *ma_memory_follow(const cpu_set_t *leader);
 
+/* The master went back to its original mask: so does its memory policy. */
+void ma_memory_restore(void);
+
+/* In the master's main thread before each fork: takes the memory policy
+ * decided by ma_memory_follow (a thread can only set its own). */
+void ma_memory_prefork(void);
+
+/* In each child, between fork and its return: drops that policy, which
+ * the child would not have had without the library. */
+void ma_memory_child(void);
+
 #endif

@@ -1,10 +1,299 @@
-/* libmasteraff: the master's memory follows the leader's node. */
+/* libmasteraff: the master's memory follows the leader's node.
+ *
+ * Pages are found by walking the master's mappings with mincore(), and
+ * moved with libnuma's numa_move_pages(). nginx's shared zones need care:
+ * the master's page tables usually map none of their pages (nginx touched
+ * them before its daemon fork), and move_pages() only sees mapped pages, so
+ * the resident pages of anonymous shared memory are read once to map them.
+ * Only anonymous shared memory is touched that way: it cannot be truncated
+ * under us, so the read cannot fault with SIGBUS.
+ *
+ * libnuma is opened with dlopen() in a master that migrates, so no other
+ * process pays for it. */
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* From <numaif.h>, which the build does not need. */
+#define MPOL_DEFAULT 0
+#define MPOL_PREFERRED 1
+#define MPOL_BIND 2
+#define MPOL_MF_MOVE (1 << 1)
+#define MPOL_MF_MOVE_ALL (1 << 2)
+
+#define MAX_NODES 1024
+#define LONG_BITS (8 * sizeof(unsigned long))
+#define CHUNK 4096 /* pages per mincore() and move_pages() call */
+
+static struct {
+    bool tried;
+    const char *error; /* why libnuma cannot be used, or NULL */
+    int (*available)(void);
+    int (*max_node)(void);
+    long (*move_pages)(int pid, unsigned long count, void **pages,
+                       const int *nodes, int *status, int flags);
+} numa;
+
+/* A thread's memory policy can only be set by the thread itself, so the
+ * master's main thread takes the preferred node at its next fork (nginx
+ * forks at every reload and respawn). applied_node is the policy it has
+ * from us, which its children must not inherit; -1 for none. */
+static int preferred_node = -1;
+static int applied_node = -1;
+
+struct moved {
+    unsigned long moved, left, total;
+    int flags;
+};
+
+static bool load_numa(void)
+{
+    void *h;
+    if (numa.tried)
+        return numa.error == NULL;
+    numa.tried = true;
+    h = dlopen("libnuma.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        numa.error = "libnuma.so.1 not found";
+        return false;
+    }
+    numa.available = (int (*)(void))dlsym(h, "numa_available");
+    numa.max_node = (int (*)(void))dlsym(h, "numa_max_node");
+    numa.move_pages = (long (*)(int, unsigned long, void **, const int *,
+                                int *, int))dlsym(h, "numa_move_pages");
+    if (!numa.available || !numa.max_node || !numa.move_pages)
+        numa.error = "libnuma.so.1 lacks numa_move_pages";
+    else if (numa.available() < 0)
+        numa.error = "the kernel has no NUMA support";
+    return numa.error == NULL;
+}
+
+static long get_mempolicy_of_thread(int *mode, unsigned long *mask)
+{
+    return syscall(SYS_get_mempolicy, mode, mask, MAX_NODES, NULL, 0UL);
+}
+
+static bool node_in(const unsigned long *mask, int node)
+{
+    return mask[node / LONG_BITS] & (1UL << (node % LONG_BITS));
+}
+
+/* The threads of a process share their policy at start; the listener
+ * inherited the main thread's, which is the one the user set. */
+static int user_policy(unsigned long *mask)
+{
+    int mode = MPOL_DEFAULT;
+    if (get_mempolicy_of_thread(&mode, mask) < 0)
+        return MPOL_DEFAULT;
+    return mode & 0xff;
+}
+
+/* Anonymous shared memory: nginx's zones ("/dev/zero (deleted)" on
+ * Linux's MAP_SHARED|MAP_ANONYMOUS) and System V segments. */
+static bool anonymous_shared(const char *perms, const char *path)
+{
+    return perms[3] == 's' && (strncmp(path, "/dev/zero", 9) == 0 ||
+                               strncmp(path, "/SYSV", 5) == 0);
+}
+
+/* Library text and read-only file data are page cache that every process
+ * on the machine shares: not the master's to move. */
+static bool worth_moving(const char *perms, const char *path)
+{
+    if (path[0] == '[')
+        return strcmp(path, "[heap]") == 0 || strncmp(path, "[stack", 6) == 0;
+    if (path[0] == '\0')
+        return true;
+    return anonymous_shared(perms, path) || perms[1] == 'w';
+}
+
+/* Pages queued for one move_pages() call: each call drains every CPU's
+ * LRU lists, so it pays to move many pages at once. */
+static void *queue[CHUNK];
+static unsigned long queued;
+
+static void move_queued(int node, struct moved *m)
+{
+    static int nodes[CHUNK], before[CHUNK], after[CHUNK];
+    unsigned long n = queued;
+    queued = 0;
+    for (unsigned long i = 0; i < n; i++)
+        nodes[i] = node;
+    if (n == 0 || numa.move_pages(0, n, queue, NULL, before, 0) < 0)
+        return;
+    if (numa.move_pages(0, n, queue, nodes, after, m->flags) < 0 &&
+        errno == EPERM && m->flags == MPOL_MF_MOVE_ALL) {
+        /* Without CAP_SYS_NICE only pages no other process maps move. */
+        m->flags = MPOL_MF_MOVE;
+        numa.move_pages(0, n, queue, nodes, after, m->flags);
+    }
+    for (unsigned long i = 0; i < n; i++) {
+        if (before[i] < 0)
+            continue;
+        m->total++;
+        if (after[i] == node && before[i] != node)
+            m->moved++;
+        else if (after[i] != node)
+            m->left++;
+    }
+}
+
+static void queue_page(void *page, int node, struct moved *m)
+{
+    queue[queued++] = page;
+    if (queued == CHUNK)
+        move_queued(node, m);
+}
+
+static void move_range(char *start, char *end, bool touch, int node,
+                       struct moved *m)
+{
+    static unsigned char vec[CHUNK];
+    long page = sysconf(_SC_PAGESIZE);
+
+    for (char *at = start; at < end; at += CHUNK * page) {
+        size_t len = (size_t)(end - at) < (size_t)(CHUNK * page)
+                         ? (size_t)(end - at)
+                         : (size_t)(CHUNK * page);
+        if (mincore(at, len, vec) < 0)
+            return;
+        for (size_t i = 0; i < len / (size_t)page; i++) {
+            char *p = at + i * (size_t)page;
+            if (!(vec[i] & 1))
+                continue;
+            if (touch)
+                (void)*(volatile char *)p;
+            queue_page(p, node, m);
+        }
+    }
+}
+
+static int move_all_pages(int node, struct moved *m)
+{
+    FILE *maps = fopen("/proc/self/maps", "re");
+    char line[4096];
+    if (!maps)
+        return -1;
+    m->flags = MPOL_MF_MOVE_ALL;
+    while (fgets(line, sizeof line, maps)) {
+        unsigned long start, end;
+        char perms[8], path[4096] = "";
+        if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %4095[^\n]", &start, &end,
+                   perms, path) < 3)
+            continue;
+        if (!worth_moving(perms, path))
+            continue;
+        move_range((char *)start, (char *)end,
+                   perms[0] == 'r' && anonymous_shared(perms, path), node, m);
+    }
+    fclose(maps);
+    move_queued(node, m);
+    return 0;
+}
+
+static uint64_t elapsed_us(const struct timespec *since)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)((now.tv_sec - since->tv_sec) * 1000000 +
+                      (now.tv_nsec - since->tv_nsec) / 1000);
+}
+
+/* Why memory may not move to node, or NULL when it may. */
+static const char *cannot_move(int node, char *buf, size_t len)
+{
+    unsigned long mask[MAX_NODES / LONG_BITS] = {0};
+    if (!load_numa())
+        return numa.error;
+    if (node > numa.max_node()) {
+        snprintf(buf, len, "node %d does not exist", node);
+        return buf;
+    }
+    if (user_policy(mask) == MPOL_BIND && !node_in(mask, node)) {
+        snprintf(buf, len, "its memory policy binds it elsewhere");
+        return buf;
+    }
+    return NULL;
+}
+
+/* Later allocations prefer the node, unless the user chose a policy. */
+static void prefer_node(int node)
+{
+    unsigned long mask[MAX_NODES / LONG_BITS] = {0};
+    preferred_node = user_policy(mask) == MPOL_DEFAULT ? node : -1;
+}
+
 const char *ma_memory_follow(const cpu_set_t *leader)
 {
-    (void)leader;
-    return ma_cfg.migrate ? "memory not moved (no migration in this build)"
-                          : "memory not moved (MASTERAFF_MIGRATE=off)";
+    static char text[256];
+    char why[128];
+    const char *no;
+    struct timespec t0;
+    struct moved m = {0};
+    int node = ma_node_of_cpu(ma_cfg.sysfs, ma_cpuset_first(leader));
+
+    if (!ma_cfg.migrate)
+        return "memory not moved (MASTERAFF_MIGRATE=off)";
+    if (node < 0)
+        return "memory not moved (no NUMA node found for the worker's CPU)";
+    if (ma_cfg.dry_run) {
+        snprintf(text, sizeof text, "memory would move to node %d", node);
+        return text;
+    }
+    no = cannot_move(node, why, sizeof why);
+    if (no) {
+        snprintf(text, sizeof text, "memory not moved to node %d (%s)", node,
+                 no);
+        return text;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (move_all_pages(node, &m) < 0) {
+        snprintf(text, sizeof text,
+                 "memory not moved (cannot read /proc/self/maps: %s)",
+                 strerror(errno));
+        return text;
+    }
+    prefer_node(node);
+    snprintf(text, sizeof text, "moved %lu pages to node %d in %lluus", m.moved,
+             node, (unsigned long long)elapsed_us(&t0));
+    if (m.left)
+        snprintf(text + strlen(text), sizeof text - strlen(text),
+                 "; %lu pages stay elsewhere%s", m.left,
+                 m.flags == MPOL_MF_MOVE ? " (shared, no CAP_SYS_NICE)" : "");
+    return text;
+}
+
+void ma_memory_restore(void)
+{
+    preferred_node = -1;
+}
+
+void ma_memory_prefork(void)
+{
+    unsigned long mask[MAX_NODES / LONG_BITS] = {0};
+    int node = preferred_node;
+    if (node == applied_node)
+        return;
+    if (node >= 0)
+        mask[node / LONG_BITS] |= 1UL << (node % LONG_BITS);
+    if (syscall(SYS_set_mempolicy, node >= 0 ? MPOL_PREFERRED : MPOL_DEFAULT,
+                node >= 0 ? mask : NULL, node >= 0 ? MAX_NODES : 0) == 0)
+        applied_node = node;
+}
+
+/* In the child between fork and its return: async-signal-safe. */
+void ma_memory_child(void)
+{
+    if (applied_node >= 0)
+        syscall(SYS_set_mempolicy, MPOL_DEFAULT, NULL, 0UL);
+    applied_node = -1;
+    preferred_node = -1;
 }

@@ -186,15 +186,22 @@ static void log_restored(void)
            getpid(), cpus_text(&self.original, cpus, sizeof cpus));
 }
 
-static void log_followed(const cpu_set_t *target, const char *units,
-                         const char *memory)
+/* " after 85us": from the leader's pin to the master's, or "" when the
+ * leader is a held slot whose process is gone. */
+static void time_since_pin(char *buf, size_t len)
 {
-    char cpus[4096], lead[4096], after[64] = "";
     const struct ma_child *c = ma_brood_find_pid(&brood, brood.lead_pid);
     uint64_t now = now_ns();
+    buf[0] = '\0';
     if (c && c->pinned_ns && now >= c->pinned_ns)
-        snprintf(after, sizeof after, " after %lluus",
+        snprintf(buf, len, " after %lluus",
                  (unsigned long long)((now - c->pinned_ns) / 1000));
+}
+
+static void log_followed(const cpu_set_t *target, const char *units,
+                         const char *after, const char *memory)
+{
+    char cpus[4096], lead[4096];
     ma_log(MA_LOG_NOTICE, "%smaster %d -> CPUs %s (%s), following worker %d "
            "on CPU%s %s%s; %s",
            ma_cfg.dry_run ? "dry run: " : "", getpid(),
@@ -259,14 +266,20 @@ static void apply_decision(void)
     case MA_WAIT:
         return;
     case MA_RESTORE:
-        if (place_master(&self.original) == 0)
+        if (place_master(&self.original) == 0) {
+            ma_memory_restore();
             log_restored();
+        }
         return;
     case MA_FOLLOW:
         if (follow_target(&target, units, sizeof units) < 0)
             return;
-        if (place_master(&target) == 0)
-            log_followed(&target, units, ma_memory_follow(&brood.lead_mask));
+        if (place_master(&target) == 0) {
+            char after[64];
+            time_since_pin(after, sizeof after);
+            log_followed(&target, units, after,
+                         ma_memory_follow(&brood.lead_mask));
+        }
         return;
     }
 }
@@ -438,6 +451,7 @@ static struct prefork prepare_fork(void)
     if (!become_master())
         return pf;
     drain_channels(0);
+    ma_memory_prefork();
     pf.place = ma_brood_place(&brood, now_ns());
     if (brood.n >= MA_MAX_CHILDREN) {
         warn_no_channel("too many children");
@@ -485,6 +499,7 @@ static void after_fork_in_child(const struct prefork *pf)
         close(pf->master_end);
     if (self.moved)
         real.sched_setaffinity(0, sizeof self.original, &self.original);
+    ma_memory_child();
     brood.n = 0;
     self.report_fd = pf->child_end;
     self.parent = getppid();
