@@ -29,8 +29,18 @@ test/t_%: test/t_%.c affinity.c affinity.h test/tap.h
 test/asan_%: test/t_%.c affinity.c affinity.h test/tap.h
 	$(CC) $(TEST_CFLAGS) -fsanitize=address,undefined -fno-sanitize-recover=all -o $@ $< affinity.c
 
+# What the tests need on Debian 12 (CI runs this as root).
+TEST_DEPS = build-essential clang nginx-light curl procps psmisc numactl \
+	libnuma1 valgrind qemu-system-x86 busybox-static cpio
+
+deps:
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(TEST_DEPS)
+
+# Unit tests natively and under sanitizers, then the shell tests that drive
+# a real nginx (and, with qemu, real kernels with emulated topologies).
 check: $(LIB) $(UNIT_TESTS) $(UNIT_TESTS:test/t_%=test/asan_%)
-	prove -v test/
+	prove -v -e '' $(UNIT_TESTS) $(UNIT_TESTS:test/t_%=test/asan_%) test/*.t
 
 install: $(LIB)
 	install -d $(DESTDIR)$(LIBDIR)
@@ -39,4 +49,9 @@ install: $(LIB)
 clean:
 	rm -f $(LIB) test/t_cpulist test/t_topology test/t_brood test/asan_*
 
-.PHONY: all check install clean
+.PHONY: all deps check install clean
+
+demo:
+	scripts/demo
+
+.PHONY: demo
