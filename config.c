@@ -92,7 +92,7 @@ static bool name_matches(const char *list, const char *name)
     }
 }
 
-/* The executable's file name: argv[0] may be anything. */
+/* The executable's file name: argv[0] may be anything. buf gets the path. */
 static const char *program_name(char *buf, size_t len)
 {
     ssize_t n = readlink("/proc/self/exe", buf, len - 1);
@@ -158,6 +158,25 @@ static bool parse_sysfs(const char *v)
     return false;
 }
 
+static void carry(const char *name)
+{
+    const char *v = getenv(name);
+    char *slot = ma_cfg.carried[ma_cfg.n_carried];
+    if (v && (size_t)snprintf(slot, sizeof ma_cfg.carried[0], "%s=%s", name,
+                              v) < sizeof ma_cfg.carried[0])
+        ma_cfg.n_carried++;
+}
+
+static void carry_environment(void)
+{
+    static const char *const names[] = {
+        "LD_PRELOAD",        "MASTERAFF_SCOPE",   "MASTERAFF_MIGRATE",
+        "MASTERAFF_PROGRAMS", "MASTERAFF_LOG",    "MASTERAFF_DRY_RUN",
+        "MASTERAFF_SYSFS"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        carry(names[i]);
+}
+
 static bool parse_var(const char *name, bool (*parse)(const char *))
 {
     const char *v = getenv(name);
@@ -167,7 +186,7 @@ static bool parse_var(const char *name, bool (*parse)(const char *))
 void ma_config_load(bool symbols_ok)
 {
     const char *programs = getenv("MASTERAFF_PROGRAMS");
-    char exe[4096];
+    char *exe = ma_cfg.exe;
     bool ok = true;
 
     /* A set-user-ID program must not be steered by its caller's
@@ -181,7 +200,7 @@ void ma_config_load(bool symbols_ok)
         return;
     }
     if (!name_matches(programs ? programs : DEFAULT_PROGRAMS,
-                      program_name(exe, sizeof exe)))
+                      program_name(exe, sizeof ma_cfg.exe)))
         return;
     ok &= parse_var("MASTERAFF_LOG", parse_log);
     ok &= parse_var("MASTERAFF_SCOPE", parse_scope);
@@ -189,6 +208,8 @@ void ma_config_load(bool symbols_ok)
     ok &= parse_var("MASTERAFF_DRY_RUN", parse_dry_run);
     ok &= parse_var("MASTERAFF_SYSFS", parse_sysfs);
     ma_cfg.active = ok;
+    if (ok)
+        carry_environment();
     if (ok)
         ma_log(MA_LOG_DEBUG, "loaded in %s, scope %s, memory %s%s", exe,
                ma_scope_name(ma_cfg.scope), ma_cfg.migrate ? "on" : "off",

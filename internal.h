@@ -24,6 +24,11 @@ struct ma_config {
     bool dry_run;
     enum ma_log_level log_level;
     char sysfs[PATH_MAX];
+    /* Kept across nginx's binary upgrade, which scrubs the environment:
+     * the executable and the variables the library was loaded with. */
+    char exe[PATH_MAX];
+    char carried[8][PATH_MAX + 32];
+    int n_carried;
 };
 
 extern struct ma_config ma_cfg;

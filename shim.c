@@ -34,12 +34,14 @@ typedef pid_t fork_fn(void);
 typedef int setaff_fn(pid_t, size_t, const cpu_set_t *);
 typedef int getaff_fn(pid_t, size_t, cpu_set_t *);
 typedef int thread_setaff_fn(pthread_t, size_t, const cpu_set_t *);
+typedef int execve_fn(const char *, char *const[], char *const[]);
 
 static struct {
     fork_fn *fork;
     setaff_fn *sched_setaffinity;
     getaff_fn *sched_getaffinity;
     thread_setaff_fn *pthread_setaffinity_np;
+    execve_fn *execve;
 } real;
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
@@ -73,6 +75,7 @@ static void load(void)
     real.sched_getaffinity = (getaff_fn *)dlsym(RTLD_NEXT, "sched_getaffinity");
     real.pthread_setaffinity_np =
         (thread_setaff_fn *)dlsym(RTLD_NEXT, "pthread_setaffinity_np");
+    real.execve = (execve_fn *)dlsym(RTLD_NEXT, "execve");
     ma_config_load(real.fork && real.sched_setaffinity &&
                    real.sched_getaffinity);
 }
@@ -538,4 +541,57 @@ EXPORT pid_t fork(void)
     pthread_mutex_unlock(&lock);
     errno = saved_errno;
     return pid;
+}
+
+/* ---- nginx's binary upgrade ---- */
+
+static bool has_variable(char *const envp[], const char *assignment)
+{
+    size_t name_len = strcspn(assignment, "=") + 1;
+    for (size_t i = 0; envp && envp[i]; i++)
+        if (strncmp(envp[i], assignment, name_len) == 0)
+            return true;
+    return false;
+}
+
+static size_t count_variables(char *const envp[])
+{
+    size_t n = 0;
+    while (envp && envp[n])
+        n++;
+    return n;
+}
+
+/* nginx's USR2 re-executes its own binary from a child of the master with
+ * a scrubbed environment: the new master keeps the library and its
+ * settings. Runs in a child between fork and exec: async-signal-safe. */
+static int execve_carrying(const char *path, char *const argv[],
+                           char *const envp[])
+{
+    size_t n = count_variables(envp), k = 0;
+    char *env[n + (size_t)ma_cfg.n_carried + 1];
+    for (size_t i = 0; i < n; i++)
+        env[k++] = envp[i];
+    for (int i = 0; i < ma_cfg.n_carried; i++)
+        if (!has_variable(envp, ma_cfg.carried[i]))
+            env[k++] = ma_cfg.carried[i];
+    env[k] = NULL;
+    return real.execve(path, argv, env);
+}
+
+/* The path as nginx passes it (its argv[0]) against the one we loaded in. */
+static bool same_program(const char *path)
+{
+    return path && strcmp(path, ma_cfg.exe) == 0;
+}
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+    if (!real.execve) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (ma_cfg.active && self.report_fd >= 0 && same_program(path))
+        return execve_carrying(path, argv, envp);
+    return real.execve(path, argv, envp);
 }
