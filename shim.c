@@ -35,6 +35,7 @@ typedef int setaff_fn(pid_t, size_t, const cpu_set_t *);
 typedef int getaff_fn(pid_t, size_t, cpu_set_t *);
 typedef int thread_setaff_fn(pthread_t, size_t, const cpu_set_t *);
 typedef int execve_fn(const char *, char *const[], char *const[]);
+typedef pid_t setsid_fn(void);
 
 static struct {
     fork_fn *fork;
@@ -42,6 +43,7 @@ static struct {
     getaff_fn *sched_getaffinity;
     thread_setaff_fn *pthread_setaffinity_np;
     execve_fn *execve;
+    setsid_fn *setsid;
 } real;
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
@@ -52,6 +54,7 @@ static struct {
     int report_fd;     /* channel to the parent, or -1 */
     pid_t parent;      /* who report_fd leads to */
     bool master;       /* has forked with a channel: listens to children */
+    bool listening;    /* its listener thread runs */
     bool gave_up;      /* could not become a master; logged once */
     bool warned_channel;
     int epoll_fd;
@@ -76,6 +79,7 @@ static void load(void)
     real.pthread_setaffinity_np =
         (thread_setaff_fn *)dlsym(RTLD_NEXT, "pthread_setaffinity_np");
     real.execve = (execve_fn *)dlsym(RTLD_NEXT, "execve");
+    real.setsid = (setsid_fn *)dlsym(RTLD_NEXT, "setsid");
     ma_config_load(real.fork && real.sched_setaffinity &&
                    real.sched_getaffinity);
 }
@@ -407,7 +411,20 @@ static void give_up(const char *what, int err)
            what, strerror(err), getpid());
 }
 
-/* The first fork makes a master: the epoll set and the listener thread. */
+/* A channel to a parent that is gone is of no use: nginx's daemon fork
+ * leaves the master's parent dead at once. */
+static void drop_orphan_channel(void)
+{
+    if (self.report_fd >= 0 && getppid() != self.parent) {
+        close(self.report_fd);
+        self.report_fd = -1;
+    }
+}
+
+/* The first fork makes a master: its original mask and its epoll set. The
+ * listener thread comes after the fork, in the parent only: a thread
+ * created before it would leave glibc's thread signal handlers installed
+ * in a child that itself never has a thread. */
 static bool become_master(void)
 {
     if (self.master || self.gave_up)
@@ -421,17 +438,6 @@ static bool become_master(void)
     if (self.epoll_fd < 0) {
         give_up("cannot create its epoll set", errno);
         return false;
-    }
-    if (start_listener() != 0) {
-        close(self.epoll_fd);
-        self.epoll_fd = -1;
-        give_up("cannot start its listener thread", EAGAIN);
-        return false;
-    }
-    /* nginx's daemon fork leaves the master's parent dead at once. */
-    if (self.report_fd >= 0 && getppid() != self.parent) {
-        close(self.report_fd);
-        self.report_fd = -1;
     }
     ma_brood_init(&brood);
     self.master = true;
@@ -451,6 +457,7 @@ static struct prefork prepare_fork(void)
 {
     struct prefork pf = {.master_end = -1, .child_end = -1};
     int sv[2];
+    drop_orphan_channel();
     if (!become_master())
         return pf;
     drain_channels(0);
@@ -469,6 +476,31 @@ static struct prefork prepare_fork(void)
     return pf;
 }
 
+/* Without a listener the channels are dead weight: close them all. */
+static void stop_being_master(void)
+{
+    for (size_t i = 0; i < brood.n; i++)
+        close(brood.kids[i].fd);
+    brood.n = 0;
+    close(self.epoll_fd);
+    self.epoll_fd = -1;
+    self.master = false;
+}
+
+static void start_listening(void)
+{
+    int rc;
+    if (self.listening || !self.master)
+        return;
+    rc = start_listener();
+    if (rc == 0) {
+        self.listening = true;
+        return;
+    }
+    stop_being_master();
+    give_up("cannot start its listener thread", rc);
+}
+
 static void after_fork_in_parent(const struct prefork *pf, pid_t pid)
 {
     struct epoll_event ev = {.events = EPOLLIN};
@@ -485,6 +517,7 @@ static void after_fork_in_parent(const struct prefork *pf, pid_t pid)
             ma_brood_forget(&brood, c);
         close_keeping_errno(pf->master_end);
     }
+    start_listening();
 }
 
 /* Runs in the child between fork and its return: async-signal-safe only.
@@ -507,6 +540,7 @@ static void after_fork_in_child(const struct prefork *pf)
     self.report_fd = pf->child_end;
     self.parent = getppid();
     self.master = false;
+    self.listening = false;
     self.gave_up = false;
     self.warned_channel = false;
     self.epoll_fd = -1;
@@ -541,6 +575,27 @@ EXPORT pid_t fork(void)
     pthread_mutex_unlock(&lock);
     errno = saved_errno;
     return pid;
+}
+
+/* ---- daemons ---- */
+
+/* A child that makes itself a session leader is detaching from its parent
+ * (nginx's daemon fork): it will not be a worker of that parent, and the
+ * channel would only stay open for nothing. */
+EXPORT pid_t setsid(void)
+{
+    pid_t rc;
+    pthread_once(&load_once, load);
+    if (!real.setsid) {
+        errno = ENOSYS;
+        return -1;
+    }
+    rc = real.setsid();
+    if (rc >= 0 && self.report_fd >= 0) {
+        close_keeping_errno(self.report_fd);
+        self.report_fd = -1;
+    }
+    return rc;
 }
 
 /* ---- nginx's binary upgrade ---- */
