@@ -15,6 +15,8 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -104,17 +106,6 @@ static bool anonymous_shared(const char *perms, const char *path)
                                strncmp(path, "/SYSV", 5) == 0);
 }
 
-/* Library text and read-only file data are page cache that every process
- * on the machine shares: not the master's to move. */
-static bool worth_moving(const char *perms, const char *path)
-{
-    if (path[0] == '[')
-        return strcmp(path, "[heap]") == 0 || strncmp(path, "[stack", 6) == 0;
-    if (path[0] == '\0')
-        return true;
-    return anonymous_shared(perms, path) || perms[1] == 'w';
-}
-
 /* Pages queued for one move_pages() call: each call drains every CPU's
  * LRU lists, so it pays to move many pages at once. */
 static void *queue[CHUNK];
@@ -153,48 +144,99 @@ static void queue_page(void *page, int node, struct moved *m)
         move_queued(node, m);
 }
 
-static void move_range(char *start, char *end, bool touch, int node,
-                       struct moved *m)
+static size_t pages_in(char *at, char *end, long page)
+{
+    size_t left = (size_t)(end - at) / (size_t)page;
+    return left < CHUNK ? left : CHUNK;
+}
+
+/* Anonymous shared memory: its resident pages, by mincore(), which looks
+ * at the object, not at our page tables. */
+static void move_shared_range(char *start, char *end, bool readable, int node,
+                              struct moved *m)
 {
     static unsigned char vec[CHUNK];
     long page = sysconf(_SC_PAGESIZE);
 
     for (char *at = start; at < end; at += CHUNK * page) {
-        size_t len = (size_t)(end - at) < (size_t)(CHUNK * page)
-                         ? (size_t)(end - at)
-                         : (size_t)(CHUNK * page);
-        if (mincore(at, len, vec) < 0)
+        size_t n = pages_in(at, end, page);
+        if (mincore(at, n * (size_t)page, vec) < 0)
             return;
-        for (size_t i = 0; i < len / (size_t)page; i++) {
+        for (size_t i = 0; i < n; i++) {
             char *p = at + i * (size_t)page;
             if (!(vec[i] & 1))
                 continue;
-            if (touch)
+            if (readable)
                 (void)*(volatile char *)p;
             queue_page(p, node, m);
         }
     }
 }
 
+#define PM_PRESENT (1ULL << 63)
+#define PM_FILE (1ULL << 61)
+
+/* A private mapping: its present anonymous pages, copy-on-write ones in
+ * file mappings included (relocated data, RELRO), by /proc/self/pagemap.
+ * Page cache pages of the files are every process's, and stay. */
+static void move_private_range(int pagemap, char *start, char *end, int node,
+                               struct moved *m)
+{
+    static uint64_t entries[CHUNK];
+    long page = sysconf(_SC_PAGESIZE);
+
+    for (char *at = start; at < end; at += CHUNK * page) {
+        size_t n = pages_in(at, end, page);
+        off_t off = (off_t)((uintptr_t)at / (uintptr_t)page * sizeof *entries);
+        if (pread(pagemap, entries, n * sizeof *entries, off) !=
+            (ssize_t)(n * sizeof *entries))
+            return;
+        for (size_t i = 0; i < n; i++)
+            if ((entries[i] & PM_PRESENT) && !(entries[i] & PM_FILE))
+                queue_page(at + i * (size_t)page, node, m);
+    }
+}
+
+static void move_mapping(int pagemap, const char *line, int node,
+                         struct moved *m)
+{
+    unsigned long start, end;
+    char perms[8], path[4096] = "";
+    if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %4095[^\n]", &start, &end,
+               perms, path) < 3)
+        return;
+    /* vdso and friends are the kernel's; PROT_NONE is address space kept
+     * in reserve (glibc's arenas), where nothing lives. */
+    if (strncmp(path, "[v", 2) == 0 || strcmp(perms, "---p") == 0)
+        return;
+    if (perms[3] == 's') {
+        if (anonymous_shared(perms, path))
+            move_shared_range((char *)start, (char *)end, perms[0] == 'r',
+                              node, m);
+        return;
+    }
+    move_private_range(pagemap, (char *)start, (char *)end, node, m);
+}
+
 static int move_all_pages(int node, struct moved *m)
 {
     FILE *maps = fopen("/proc/self/maps", "re");
+    int pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
     char line[4096];
-    if (!maps)
+    if (!maps || pagemap < 0) {
+        int e = errno;
+        if (maps)
+            fclose(maps);
+        if (pagemap >= 0)
+            close(pagemap);
+        errno = e;
         return -1;
-    m->flags = MPOL_MF_MOVE_ALL;
-    while (fgets(line, sizeof line, maps)) {
-        unsigned long start, end;
-        char perms[8], path[4096] = "";
-        if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %4095[^\n]", &start, &end,
-                   perms, path) < 3)
-            continue;
-        if (!worth_moving(perms, path))
-            continue;
-        move_range((char *)start, (char *)end,
-                   perms[0] == 'r' && anonymous_shared(perms, path), node, m);
     }
+    m->flags = MPOL_MF_MOVE_ALL;
+    while (fgets(line, sizeof line, maps))
+        move_mapping(pagemap, line, node, m);
     fclose(maps);
+    close(pagemap);
     move_queued(node, m);
     return 0;
 }
@@ -257,7 +299,8 @@ const char *ma_memory_follow(const cpu_set_t *leader)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if (move_all_pages(node, &m) < 0) {
         snprintf(text, sizeof text,
-                 "memory not moved (cannot read /proc/self/maps: %s)",
+                 "memory not moved (cannot read /proc/self/maps or pagemap: "
+                 "%s)",
                  strerror(errno));
         return text;
     }

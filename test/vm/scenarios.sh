@@ -1,0 +1,197 @@
+#!/bin/sh
+# Runs inside the test VM (busybox sh, as /test.sh): libmasteraff with
+# Debian's nginx on a real kernel with an emulated topology, the real sysfs
+# and no MASTERAFF_SYSFS. Starts with smoke.sh's checks of the VM itself.
+# TAP on stdout.
+
+SMOKE_SOURCED=1 . /smoke.sh
+
+LIB=/usr/lib/libmasteraff.so
+
+# far: a CPU in the last package (or node), near: one in the first. The
+# expected units are written out from the topology test/vm/run promises.
+case $MA_TOPO in
+kunpeng)
+    far=6 near=1 far_node=3 all=0-7
+    far_package=4-7 near_package=0-3 far_numa=6-7 far_llc=6-7 far_die=4-7
+    ;;
+epyc-nps4)
+    far=6 near=1 far_node=3 all=0-7
+    far_package=0-7 near_package=0-7 far_numa=6-7 far_llc=4-7 far_die=4-7
+    ;;
+2s)
+    far=6 near=1 far_node=1 all=0-7
+    far_package=4-7 near_package=0-3 far_numa=4-7 far_llc=4-7 far_die=4-7
+    ;;
+1s)
+    far=3 near=1 far_node=0 all=0-3
+    far_package=0-3 near_package=0-3 far_numa=0-3 far_llc=0-3 far_die=0-3
+    ;;
+esac
+
+cpus_of() { sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$1/status"; }
+master() { cat /run/nginx.pid 2>/dev/null; }
+# The master's workers in pid order (busybox has no pgrep).
+workers() {
+    ps -o pid,ppid,args | awk -v m="$(master)" \
+        '$2 == m && /nginx: worker process/ { print $1 }' | paste -sd ' '
+}
+# Waits up to 20 s (TCG is slow) for a shell condition.
+wait_for() {
+    i=0
+    while [ $i -lt 200 ]; do
+        eval "$1" && return 0
+        sleep 0.1
+        i=$((i + 1))
+    done
+    return 1
+}
+# nginx's mask for CPU $1: a 1 followed by $1 zeros.
+mask() {
+    printf 1
+    [ "$1" -eq 0 ] || printf '0%.0s' $(seq "$1")
+}
+
+conf() { # conf AFFINITY [MAIN-CONTEXT-EXTRA]
+    cat >/tmp/n.conf <<EOF
+worker_processes 2;
+${1:+worker_cpu_affinity $1;}
+pid /run/nginx.pid;
+error_log /tmp/error.log notice;
+${2:-}
+events { worker_connections 64; }
+http {
+    access_log off;
+    limit_req_zone \$binary_remote_addr zone=perip:8m rate=10000r/s;
+    server {
+        listen 127.0.0.1:8080;
+        location / { limit_req zone=perip burst=1000; return 200 "hello\n"; }
+        location /status { stub_status; }
+    }
+}
+EOF
+}
+
+# start [VAR=VALUE...] [numactl ...]: nginx with the library.
+start() {
+    rm -f /tmp/error.log
+    env LD_PRELOAD=$LIB "$@" /usr/sbin/nginx -c /tmp/n.conf
+    wait_for '[ -s /run/nginx.pid ] && [ "$(workers | wc -w)" -eq 2 ]'
+}
+
+stop() {
+    m=$(master)
+    [ -n "$m" ] || return 0
+    kill -QUIT "$m"
+    wait_for '[ ! -e /run/nginx.pid ]' || kill -9 "$m"
+}
+
+masteraff_lines() { grep -c 'masteraff: master' /tmp/error.log; }
+
+# The fraction, in percent, of "KIND nodeN=X ... total=T" on node N.
+percent_on() { # percent_on KIND NODE PID
+    pagenodes "$3" | awk -v k="$1" -v n="node$2" '$1 == k {
+        for (i = 2; i <= NF; i++) { split($i, kv, "="); c[kv[1]] = kv[2] }
+        print (c["total"] ? int(100 * c[n] / c["total"]) : 100) }'
+}
+
+# 1. worker 0 in the last package; memory starts on node 0. With a single
+# package, the node scope shows the memory moving between nodes.
+conf "$(mask $far) $(mask $near)"
+scope=package want=$far_package
+if [ "$far_package" = "$all" ] && [ "$far_numa" != "$all" ]; then
+    scope=node want=$far_numa
+fi
+start MASTERAFF_SCOPE=$scope numactl --preferred=0
+m=$(master)
+wait_for "[ \"\$(cpus_of $m)\" = $want ]"
+is "$(cpus_of "$m")" "$want" "worker 0 on CPU $far: master on its $scope ($want)"
+if [ "$want" = "$all" ]; then
+    is "$(masteraff_lines)" 0 "one package: the master is not moved, no line"
+else
+    wait_for 'grep -q "masteraff: master .* moved" /tmp/error.log'
+    grep 'masteraff:' /tmp/error.log | sed 's/^/# /'
+    is "$(percent_on shared "$far_node" "$m" | awk '{print ($1 >= 95)}')" 1 \
+        "at least 95% of the shared zones' pages on node $far_node"
+    pagenodes "$m" | sed 's/^/# master pages: /'
+    is "$(percent_on private "$far_node" "$m" | awk '{print ($1 >= 95)}')" 1 \
+        "at least 95% of the master's private pages on node $far_node"
+fi
+i=0
+while [ $i -lt 20 ]; do
+    timeout 10 wget -q -O /dev/null http://127.0.0.1:8080/
+    i=$((i + 1))
+done
+requests=$(timeout 10 wget -q -O - http://127.0.0.1:8080/status | awk 'NR == 3 { print $3 }')
+is "$requests" 21 "stub_status counts every request after the move"
+
+# 2. respawn of worker 0
+read -r w0 w1 <<EOF
+$(workers)
+EOF
+kill -9 "$w0"
+wait_for "[ \"\$(workers | wc -w)\" -eq 2 ] && ! workers | grep -qw $w0"
+sleep 1
+is "$(cpus_of "$m")" "$far_package" "worker 0 killed and respawned: master stays"
+
+# 3. reload with worker 0 in the first package
+conf "$(mask $near) $(mask $far)"
+kill -HUP "$m"
+wait_for "[ \"\$(cpus_of $m)\" = $near_package ]"
+is "$(cpus_of "$m")" "$near_package" "reload: master follows the new worker 0 to CPU $near's package"
+
+# 4. reload without worker_cpu_affinity
+conf ""
+kill -HUP "$m"
+wait_for "[ \"\$(cpus_of $m)\" = $all ]"
+is "$(cpus_of "$m")" "$all" "reload without affinity: master back to all CPUs"
+stop
+
+# 5. the other scopes
+for s in "node $far_numa" "llc $far_llc" "die $far_die" "worker $far"; do
+    set -- $s
+    conf "$(mask $far) $(mask $near)"
+    start MASTERAFF_SCOPE="$1"
+    m=$(master)
+    wait_for "[ \"\$(cpus_of $m)\" = $2 ]"
+    is "$(cpus_of "$m")" "$2" "MASTERAFF_SCOPE=$1: master on CPUs $2"
+    stop
+done
+
+# 6. worker_cpu_affinity auto puts worker 0 on CPU 0
+conf auto
+start
+m=$(master)
+wait_for "[ \"\$(cpus_of $m)\" = $near_package ]"
+is "$(cpus_of "$m")" "$near_package" "worker_cpu_affinity auto: master on worker 0's package"
+stop
+
+# 7. MASTERAFF_MIGRATE=off: the pages stay where they began
+if [ "$want" != "$all" ]; then
+    conf "$(mask $far) $(mask $near)"
+    start MASTERAFF_SCOPE=$scope MASTERAFF_MIGRATE=off numactl --preferred=0
+    m=$(master)
+    wait_for 'grep -q "masteraff: master" /tmp/error.log'
+    grep -q 'memory not moved (MASTERAFF_MIGRATE=off)' /tmp/error.log
+    ok $? "MASTERAFF_MIGRATE=off: the log says memory was not moved"
+    is "$(percent_on shared 0 "$m" | awk '{print ($1 >= 95)}')" 1 \
+        "MASTERAFF_MIGRATE=off: the shared zones stay on node 0"
+    stop
+fi
+
+# 8. binary upgrade: the new master is placed by the same rules
+conf "$(mask $far) $(mask $near)"
+start
+old=$(master)
+wait_for "[ \"\$(cpus_of $old)\" = $far_package ]"
+kill -USR2 "$old"
+wait_for "[ -s /run/nginx.pid.oldbin ] && [ \"\$(master)\" != $old ] && [ \"\$(workers | wc -w)\" -eq 2 ]"
+new=$(master)
+wait_for "[ \"\$(cpus_of $new)\" = $far_package ]"
+is "$(cpus_of "$new")" "$far_package" "binary upgrade: the new master on worker 0's package"
+kill -QUIT "$old"
+wait_for "[ ! -e /run/nginx.pid.oldbin ]"
+is "$(timeout 10 wget -q -O - http://127.0.0.1:8080/)" hello "the new master serves"
+stop
+
+echo "1..$n"
