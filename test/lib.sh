@@ -128,3 +128,34 @@ trap cleanup EXIT
 
 [ -x "$NGINX" ] || skip_all "no nginx at $NGINX"
 [ -f "$LIB" ] || { echo "Bail out! $LIB is not built"; exit 1; }
+
+# ---- helpers shared by modes.t, reloads.t, badconfig.t ----
+
+# Starts nginx as start_nginx does, but without the library (the baseline).
+start_nginx_without() {
+    env -u LD_PRELOAD "$NGINX" -c "$T/nginx.conf" "$@" 2>"$T/stderr"
+}
+
+# True when process $1 has exited (gone, or a zombie not yet reaped).
+gone() {
+    [ ! -e "/proc/$1" ] || grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null
+}
+
+# The workers that are not in the space-separated list $1.
+new_workers() {
+    local p
+    for p in $(workers); do
+        case " $1 " in *" $p "*) ;; *) echo "$p" ;; esac
+    done | tr '\n' ' ' | sed 's/ $//'
+}
+
+# Waits up to $2 seconds (default 5) for two workers none of which is in $1.
+wait_new_workers() {
+    wait_for "[ \$(new_workers '$1' | wc -w) -eq 2 ]" "${2:-5}"
+}
+
+# Waits until workers $1 and $2 have pinned themselves to CPUs 1 and 0
+# (worker_cpu_affinity 10 01).
+wait_pinned() {
+    wait_for "[ \"\$(cpus_of $1)\" = 1 ] && [ \"\$(cpus_of $2)\" = 0 ]"
+}

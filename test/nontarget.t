@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# A program that is not a target: with the library preloaded it has no extra
+# thread, descriptor or signal handler. And no exec'd program, from a target
+# or its children, inherits a descriptor of the library.
+. "$(dirname "$0")/lib.sh"
+PORT=18084 # unused: no nginx here
+
+mkfifo "$T/f" "$T/g"
+
+# Everything about process $1 the library could change: threads, caught
+# signals, descriptors (inode numbers left out).
+view() {
+    local f
+    awk '/^(Threads|SigCgt):/ {print $1, $2}' "/proc/$1/status"
+    for f in $(ls "/proc/$1/fd" | sort -n); do
+        echo "fd $f $(readlink "/proc/$1/fd/$f" | sed 's/\[[0-9]*\]/[N]/')"
+    done
+}
+
+# probe [VAR=VALUE...]: a bash, run with those variables, that forks two
+# children which neither exec nor exit (they wait on a fifo); prints the
+# bash's view while they run, then stops them.
+probe() {
+    local p kids
+    env "$@" bash -c '( read -r -t 20 <>"$1" ) & ( read -r -t 20 <>"$1" ) & wait' \
+        probe "$T/f" &
+    p=$!
+    wait_for "[ \$(pgrep -P $p | wc -l) -eq 2 ]" 5 || diag "probe $p: children did not start"
+    # Give the library, if active, the time to finish what the forks began.
+    wait_for "[ \"\$(view $p | grep -c 'socket:')\" -ge 2 ]" 1
+    view "$p"
+    kids=$(pgrep -P "$p")
+    [ -n "$kids" ] && kill $kids
+    wait "$p"
+}
+
+without=$(probe -u LD_PRELOAD)
+with=$(probe LD_PRELOAD="$LIB")
+star=$(probe LD_PRELOAD="$LIB" MASTERAFF_PROGRAMS='*')
+diag "without the library: " $without
+diag "with the library:    " $with
+diag "with MASTERAFF_PROGRAMS='*': " $star
+
+is "$(grep Threads <<<"$without")" "Threads: 1" "without the library the forking bash has one thread"
+is "$(grep Threads <<<"$with")" "Threads: 1" "with the library, bash (not a target) still has one thread"
+is "$(grep SigCgt <<<"$with")" "$(grep SigCgt <<<"$without")" "with the library, bash catches the same signals (SigCgt)"
+is "$(grep '^fd' <<<"$with" | tr '\n' ' ')" "$(grep '^fd' <<<"$without" | tr '\n' ' ')" \
+    "with the library, bash has the same descriptors"
+is "$with" "$without" "with the library, everything is the same"
+
+# The same bash made a target: the checks above now see the library.
+is "$(grep Threads <<<"$star")" "Threads: 2" "with MASTERAFF_PROGRAMS='*' the forking bash has a listener thread"
+is "$(grep -c 'anon_inode:\[eventpoll\]' <<<"$star")" 1 "with MASTERAFF_PROGRAMS='*' it has the library's epoll"
+is "$(grep -c 'socket:\[N\]' <<<"$star")" 2 "and one channel per child"
+
+# ---- nothing of the library reaches an exec'd program ----
+
+# A target bash with a child that keeps its channel; ls exec'd by another
+# child; ls exec'd by a child that forked first (a master itself); a pause
+# while the test looks at the bash; ls exec'd by the bash itself.
+execs='f=$1 g=$2
+( read -r -t 20 <>"$f" ) & a=$!
+echo "== child exec"; ls -l /proc/self/fd
+echo "== nested master exec"
+( ( read -r -t 20 <>"$f" ) & echo $! >"$3"; exec ls -l /proc/self/fd )
+echo "== waiting"; read -r -t 20 <>"$g"
+kill $a
+echo "== master exec"; exec ls -l /proc/self/fd'
+env LD_PRELOAD="$LIB" MASTERAFF_PROGRAMS=bash bash -c "$execs" execs "$T/f" "$T/g" "$T/orphan" \
+    >"$T/execs.out" 2>&1 &
+bp=$!
+wait_for 'grep -q "^== waiting" "$T/execs.out"' 10
+ok $? "the target bash runs its children"
+# Its ls children have exited: only the channel of the child that waits is left.
+wait_for "[ \"\$(view $bp | grep -c 'socket:')\" -eq 1 ]" 2
+bview=$(view "$bp")
+is "$(grep Threads <<<"$bview")" "Threads: 2" "MASTERAFF_PROGRAMS=bash: the bash has the listener thread"
+is "$(grep -c 'socket:\|eventpoll' <<<"$bview")" 2 "and the library's epoll and one channel"
+echo go 1<>"$T/g" # never blocks, even if the bash gave up waiting
+wait_for "gone $bp" 10
+wait "$bp"
+[ -s "$T/orphan" ] && kill "$(cat "$T/orphan")" 2>/dev/null
+
+section() { awk -v s="== $1" '/^== / {on = ($0 == s); next} on' "$T/execs.out"; }
+lib_fds() { grep -c 'socket:\|eventpoll'; }
+listed() { section "$1" | grep -c ' -> '; }
+
+ok "$([ "$(listed "child exec")" -ge 3 ]; echo $?)" "ls exec'd by a forked child ran"
+is "$(section "child exec" | lib_fds)" 0 "ls exec'd by a forked child has no socket or epoll"
+ok "$([ "$(listed "nested master exec")" -ge 3 ]; echo $?)" "ls exec'd by a child that had forked ran"
+is "$(section "nested master exec" | lib_fds)" 0 "ls exec'd by a child that had forked (a master itself) has none"
+ok "$([ "$(listed "master exec")" -ge 3 ]; echo $?)" "ls exec'd by the target bash ran"
+is "$(section "master exec" | lib_fds)" 0 "ls exec'd by the target bash itself has none"
+[ "$tap_failed" -eq 0 ] || { diag "the target bash printed:"; sed 's/^/#   /' "$T/execs.out"; }
+
+done_testing
