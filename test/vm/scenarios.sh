@@ -14,18 +14,22 @@ case $MA_TOPO in
 kunpeng)
     far=6 near=1 far_node=3 all=0-7
     far_package=4-7 near_package=0-3 far_numa=6-7 far_llc=6-7 far_die=4-7
+    near_numa=0-1
     ;;
 epyc-nps4)
     far=6 near=1 far_node=3 all=0-7
     far_package=0-7 near_package=0-7 far_numa=6-7 far_llc=4-7 far_die=4-7
+    near_numa=0-1
     ;;
 2s)
     far=6 near=1 far_node=1 all=0-7
     far_package=4-7 near_package=0-3 far_numa=4-7 far_llc=4-7 far_die=4-7
+    near_numa=0-3
     ;;
 1s)
     far=3 near=1 far_node=0 all=0-3
     far_package=0-3 near_package=0-3 far_numa=0-3 far_llc=0-3 far_die=0-3
+    near_numa=0-3
     ;;
 esac
 
@@ -98,9 +102,9 @@ percent_on() { # percent_on KIND NODE PID
 # 1. worker 0 in the last package; memory starts on node 0. With a single
 # package, the node scope shows the memory moving between nodes.
 conf "$(mask $far) $(mask $near)"
-scope=package want=$far_package
+scope=package want=$far_package near_want=$near_package
 if [ "$far_package" = "$all" ] && [ "$far_numa" != "$all" ]; then
-    scope=node want=$far_numa
+    scope=node want=$far_numa near_want=$near_numa
 fi
 start MASTERAFF_SCOPE=$scope numactl --preferred=0
 m=$(master)
@@ -132,13 +136,13 @@ EOF
 kill -9 "$w0"
 wait_for "[ \"\$(workers | wc -w)\" -eq 2 ] && ! workers | grep -qw $w0"
 sleep 1
-is "$(cpus_of "$m")" "$far_package" "worker 0 killed and respawned: master stays"
+is "$(cpus_of "$m")" "$want" "worker 0 killed and respawned: master stays"
 
 # 3. reload with worker 0 in the first package
 conf "$(mask $near) $(mask $far)"
 kill -HUP "$m"
-wait_for "[ \"\$(cpus_of $m)\" = $near_package ]"
-is "$(cpus_of "$m")" "$near_package" "reload: master follows the new worker 0 to CPU $near's package"
+wait_for "[ \"\$(cpus_of $m)\" = $near_want ]"
+is "$(cpus_of "$m")" "$near_want" "reload: master follows the new worker 0 to CPU $near's $scope"
 
 # 4. reload without worker_cpu_affinity
 conf ""
