@@ -20,7 +20,7 @@ TEST_CFLAGS = $(WARN) -g -O1 -DSRCDIR=\"$(CURDIR)\" -I.
 all: $(LIB)
 
 $(LIB): $(LIB_SRC) $(LIB_HDR)
-	$(CC) $(LIB_CFLAGS) -shared -Wl,-z,defs -Wl,-z,now -o $@ $(LIB_SRC) $(LDLIBS)
+	$(CC) $(LIB_CFLAGS) -shared -Wl,-z,defs -o $@ $(LIB_SRC) $(LDLIBS)
 
 test/t_%: test/t_%.c affinity.c affinity.h test/tap.h
 	$(CC) $(TEST_CFLAGS) -o $@ $< affinity.c
