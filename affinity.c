@@ -631,7 +631,6 @@ struct ma_place ma_brood_place(struct ma_brood *b, uint64_t now_ns)
         p.gen = b->newest_gen;
         p.rank = b->next_rank++;
     }
-    b->last_fork_ns = now_ns;
     return p;
 }
 
@@ -649,6 +648,7 @@ struct ma_child *ma_brood_add(struct ma_brood *b, pid_t pid, int fd,
     c->pinned = false;
     c->reports = 0;
     c->forked_ns = now_ns;
+    b->last_fork_ns = now_ns;
     c->pinned_ns = 0;
     CPU_ZERO(&c->mask);
     return c;

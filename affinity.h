@@ -108,9 +108,11 @@ int ma_report_decode(const void *buf, size_t len, struct ma_report *out);
 /* ---- the brood: a master's children, and which one it follows ----
  *
  * Children are grouped in generations. A fork starts a new generation
- * unless it comes within MA_BURST_NS of the previous fork (nginx forks all
- * the workers of a configuration in one burst, and waits 100 ms before it
- * ever forks a new set), or it is a respawn: it follows the death of a child
+ * unless it comes within MA_BURST_NS of the return of the previous fork
+ * (nginx forks all the workers of a configuration in one burst, with only a
+ * few system calls between two forks, and sleeps 100 ms after a burst
+ * before it can start another; a fork itself can take long in a large or
+ * slow master, so the gap is counted from its return), or it is a respawn: it follows the death of a child
  * of the newest generation, noticed since the previous fork and at most
  * MA_RESPAWN_NS before it (nginx reaps the dead worker, then forks its
  * replacement). A respawn takes the dead child's generation and rank.
@@ -158,7 +160,7 @@ struct ma_brood {
     size_t n;
     unsigned newest_gen;    /* gen of the latest non-respawn fork; 0: none */
     unsigned next_rank;     /* next rank within newest_gen */
-    uint64_t last_fork_ns;
+    uint64_t last_fork_ns;  /* when the previous fork returned */
     struct ma_death deaths[MA_MAX_RECENT_DEATHS]; /* since the last fork */
     size_t n_deaths;
     bool following;         /* a leader slot is set */
@@ -185,7 +187,8 @@ void ma_brood_init(struct ma_brood *b);
  * and forgets the deaths it has seen. Call once per fork, before it. */
 struct ma_place ma_brood_place(struct ma_brood *b, uint64_t now_ns);
 
-/* Records a forked child. Returns its entry, or NULL when the table is full. */
+/* Records a child whose fork returned at now_ns. Returns its entry, or NULL
+ * when the table is full. */
 struct ma_child *ma_brood_add(struct ma_brood *b, pid_t pid, int fd,
                               struct ma_place place, uint64_t now_ns);
 

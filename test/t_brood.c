@@ -14,6 +14,13 @@ static void fork_at(pid_t pid, uint64_t t_ms)
     ma_brood_add(&b, pid, pid + 1000, p, t_ms * MS);
 }
 
+/* A fork that takes long (a large master, an emulated machine). */
+static void slow_fork(pid_t pid, uint64_t start_ms, uint64_t end_ms)
+{
+    struct ma_place p = ma_brood_place(&b, start_ms * MS);
+    ma_brood_add(&b, pid, pid + 1000, p, end_ms * MS);
+}
+
 static void pin_at(pid_t pid, int cpu, uint64_t t_ms)
 {
     struct ma_report r = {.sent_ns = t_ms * MS};
@@ -207,6 +214,22 @@ static void test_loader_exit(void)
     place_is(20, 2, 0, "a reload after the loader's exit is a new generation");
 }
 
+static void test_slow_forks(void)
+{
+    ma_brood_init(&b);
+    slow_fork(10, 0, 80);
+    slow_fork(11, 81, 160);
+    place_is(11, 1, 1, "forks of 80 ms each still make one burst");
+    pin_at(10, 1, 90);
+    pin_at(11, 0, 170);
+    decide_at(170);
+    die_at(10, 1000);
+    slow_fork(20, 1001, 1080);
+    place_is(20, 1, 0, "and a slow respawn still takes worker 0's place");
+    pin_at(20, 1, 1090);
+    is_str(decide_at(1090), "follow 20 on 1", "the master stays with worker 0");
+}
+
 static void test_forget(void)
 {
     start();
@@ -239,6 +262,7 @@ int main(void)
     test_reload();
     test_affinity_removed();
     test_loader_exit();
+    test_slow_forks();
     test_forget();
     test_full();
     return done_testing();
