@@ -1,7 +1,10 @@
 # libmasteraff
+VERSION = 0.1.0
 PREFIX ?= /usr/local
 DEB_HOST_MULTIARCH ?= $(shell dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
 LIBDIR ?= $(PREFIX)/lib/$(DEB_HOST_MULTIARCH)
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
 DESTDIR ?=
 
 CC ?= cc
@@ -14,13 +17,23 @@ LIB = libmasteraff.so
 LIB_SRC = shim.c config.c memory.c affinity.c
 LIB_HDR = affinity.h internal.h
 
+CMD = masteraff
+CMD_SRC = masteraff.c affinity.c pages.c
+CMD_HDR = affinity.h pages.h
+MANPAGES = man/masteraff.1 man/libmasteraff.7
+
 UNIT_TESTS = test/t_cpulist test/t_topology test/t_brood
+ASAN_TESTS = $(UNIT_TESTS:test/t_%=test/asan_%)
 TEST_CFLAGS = $(WARN) -g -O1 -DSRCDIR=\"$(CURDIR)\" -I.
 
-all: $(LIB)
+all: $(LIB) $(CMD)
 
 $(LIB): $(LIB_SRC) $(LIB_HDR)
 	$(CC) $(LIB_CFLAGS) -shared -Wl,-z,defs -o $@ $(LIB_SRC) $(LDLIBS)
+
+$(CMD): $(CMD_SRC) $(CMD_HDR)
+	$(CC) $(WARN) -D_FORTIFY_SOURCE=2 $(CFLAGS) -DLIBDIR=\"$(LIBDIR)\" \
+		-DVERSION=\"$(VERSION)\" -o $@ $(CMD_SRC)
 
 test/t_%: test/t_%.c affinity.c affinity.h test/tap.h
 	$(CC) $(TEST_CFLAGS) -o $@ $< affinity.c
@@ -31,27 +44,36 @@ test/asan_%: test/t_%.c affinity.c affinity.h test/tap.h
 
 # What the tests need on Debian 12 (CI runs this as root).
 TEST_DEPS = build-essential clang nginx-light curl procps psmisc numactl \
-	libnuma1 valgrind qemu-system-x86 busybox-static cpio
+	libnuma1 valgrind qemu-system-x86 busybox-static cpio xz-utils groff-base
 
 deps:
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(TEST_DEPS)
 
+# groff -ww exits 0 even when it warns: any output is a warning.
+man-check: $(MANPAGES)
+	@for m in $(MANPAGES); do \
+		out=$$(LC_ALL=C.UTF-8 groff -man -Tutf8 -ww -z $$m 2>&1); \
+		[ -z "$$out" ] || { echo "$$m: $$out"; exit 1; }; \
+	done
+
 # Unit tests natively and under sanitizers, then the shell tests that drive
 # a real nginx (and, with qemu, real kernels with emulated topologies).
-check: $(LIB) $(UNIT_TESTS) $(UNIT_TESTS:test/t_%=test/asan_%)
-	prove -v -e '' $(UNIT_TESTS) $(UNIT_TESTS:test/t_%=test/asan_%) test/*.t
+check: all man-check $(UNIT_TESTS) $(ASAN_TESTS)
+	prove -v -e '' $(UNIT_TESTS) $(ASAN_TESTS) test/*.t
 
-install: $(LIB)
-	install -d $(DESTDIR)$(LIBDIR)
+install: all
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR) \
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7
 	install -m 0644 $(LIB) $(DESTDIR)$(LIBDIR)/$(LIB)
-
-clean:
-	rm -f $(LIB) test/t_cpulist test/t_topology test/t_brood test/asan_*
-
-.PHONY: all deps check install clean
+	install -m 0755 $(CMD) $(DESTDIR)$(BINDIR)/$(CMD)
+	install -m 0644 man/masteraff.1 $(DESTDIR)$(MANDIR)/man1/masteraff.1
+	install -m 0644 man/libmasteraff.7 $(DESTDIR)$(MANDIR)/man7/libmasteraff.7
 
 demo:
 	scripts/demo
 
-.PHONY: demo
+clean:
+	rm -f $(LIB) $(CMD) $(UNIT_TESTS) $(ASAN_TESTS)
+
+.PHONY: all deps man-check check install demo clean

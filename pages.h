@@ -1,0 +1,39 @@
+/* masteraff: where a process's resident pages are, per NUMA node.
+ *
+ * Two kinds, counted apart:
+ * - shared: the anonymous shared memory it maps (nginx's zones, shown as
+ *   "/dev/zero (deleted)", and System V segments "/SYSV..."), counted in
+ *   the objects themselves through /proc/PID/map_files. The process's own
+ *   page tables usually map none of those pages (nginx touches its zones
+ *   before its daemon fork), so numa_maps would miss them.
+ * - private: what /proc/PID/numa_maps counts on the mappings that hold
+ *   anonymous pages, the shared ones excepted.
+ *
+ * Opening map_files takes CAP_SYS_ADMIN and numa_maps another user's
+ * process takes CAP_SYS_PTRACE: run as root for both. */
+#ifndef MASTERAFF_PAGES_H
+#define MASTERAFF_PAGES_H
+
+#include <sys/types.h>
+
+/* The kernel's largest MAX_NUMNODES (CONFIG_NODES_SHIFT=10). */
+#define MA_PAGES_MAX_NODES 1024
+
+struct ma_node_pages {
+    int error; /* 0, or the errno that kept these pages from being counted */
+    unsigned long node[MA_PAGES_MAX_NODES];
+};
+
+struct ma_pages {
+    struct ma_node_pages priv;
+    struct ma_node_pages shared;
+};
+
+/* Counts pid's resident pages per node into *out. Each kind that cannot be
+ * counted has its error set and its counts zero. */
+void ma_pages_count(pid_t pid, struct ma_pages *out);
+
+/* The sum over all nodes. */
+unsigned long ma_pages_total(const struct ma_node_pages *p);
+
+#endif
