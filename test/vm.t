@@ -16,8 +16,8 @@ fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cc -std=gnu11 -Wall -Wextra -Werror -O2 -o "$work/pagenodes" "$vm/pagenodes.c"
-export VM_EXTRA="$vm/smoke.sh:/smoke.sh $work/pagenodes:/usr/bin/pagenodes"
+make -s -C "$here/.." masteraff
+export VM_EXTRA="$vm/smoke.sh:/smoke.sh $here/../masteraff:/usr/bin/masteraff"
 "$vm/prepare"
 
 n=0

@@ -92,11 +92,16 @@ stop() {
 
 masteraff_lines() { grep -c 'masteraff: master' /tmp/error.log; }
 
-# The fraction, in percent, of "KIND nodeN=X ... total=T" on node N.
+# The percentage of a process's pages of KIND (private or shared) on node
+# N, from `masteraff status`: "... private=node0:12,node3:400 shared=node3:16".
 percent_on() { # percent_on KIND NODE PID
-    pagenodes "$3" | awk -v k="$1" -v n="node$2" '$1 == k {
-        for (i = 2; i <= NF; i++) { split($i, kv, "="); c[kv[1]] = kv[2] }
-        print (c["total"] ? int(100 * c[n] / c["total"]) : 100) }'
+    masteraff status "$3" | awk -v k="$1" -v n="node$2" -v p="$3" '$1 == p {
+        for (i = 2; i <= NF; i++) {
+            if (index($i, k "=") != 1) continue
+            split(substr($i, length(k) + 2), parts, ",")
+            for (j in parts) { split(parts[j], kv, ":"); c[kv[1]] = kv[2]; t += kv[2] }
+        }
+        print (t ? int(100 * c[n] / t) : 100) }'
 }
 
 # 1. worker 0 in the last package; memory starts on node 0. With a single
@@ -117,7 +122,7 @@ else
     grep 'masteraff:' /tmp/error.log | sed 's/^/# /'
     is "$(percent_on shared "$far_node" "$m" | awk '{print ($1 >= 95)}')" 1 \
         "at least 95% of the shared zones' pages on node $far_node"
-    pagenodes "$m" | sed 's/^/# master pages: /'
+    masteraff status "$m" | sed 's/^/# status: /'
     is "$(percent_on private "$far_node" "$m" | awk '{print ($1 >= 95)}')" 1 \
         "at least 95% of the master's private pages on node $far_node"
 fi
