@@ -76,6 +76,15 @@ static void start(void)
     fork_at(13, 3);
 }
 
+/* nginx started with worker_cpu_affinity 10 01, both workers pinned. */
+static void start_pinned(void)
+{
+    start();
+    pin_at(10, 1, 5);
+    pin_at(11, 0, 5);
+    decide_at(6);
+}
+
 static void test_start(void)
 {
     start();
@@ -102,10 +111,7 @@ static void test_start(void)
 
 static void test_respawn(void)
 {
-    start();
-    pin_at(10, 1, 5);
-    pin_at(11, 0, 5);
-    decide_at(6);
+    start_pinned();
     die_at(10, 1000);
     is_str(decide_at(1000), "hold on 1",
            "worker 0 dead: hold its CPU, do not follow worker 1");
@@ -146,10 +152,7 @@ static void test_respawn(void)
  * the old ones (10 on CPU 1, 11 on CPU 0) are alive. */
 static void reload(void)
 {
-    start();
-    pin_at(10, 1, 5);
-    pin_at(11, 0, 5);
-    decide_at(6);
+    start_pinned();
     fork_at(20, 5000);
     fork_at(21, 5000);
     fork_at(22, 5001);
@@ -189,10 +192,7 @@ static void test_reload(void)
 
 static void test_affinity_removed(void)
 {
-    start();
-    pin_at(10, 1, 5);
-    pin_at(11, 0, 5);
-    decide_at(6);
+    start_pinned();
     fork_at(20, 5000);
     fork_at(21, 5000);
     die_at(10, 5100);
