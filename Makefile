@@ -29,11 +29,13 @@ TEST_CFLAGS = $(WARN) -g -O1 -DSRCDIR=\"$(CURDIR)\" -I.
 all: $(LIB) $(CMD)
 
 $(LIB): $(LIB_SRC) $(LIB_HDR)
-	$(CC) $(LIB_CFLAGS) -shared -Wl,-z,defs -o $@ $(LIB_SRC) $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(LIB_CFLAGS) $(LDFLAGS) -shared -Wl,-z,defs -o $@ \
+		$(LIB_SRC) $(LDLIBS)
 
 $(CMD): $(CMD_SRC) $(CMD_HDR)
-	$(CC) $(WARN) -D_FORTIFY_SOURCE=2 $(CFLAGS) -DLIBDIR=\"$(LIBDIR)\" \
-		-DVERSION=\"$(VERSION)\" -o $@ $(CMD_SRC)
+	$(CC) $(CPPFLAGS) $(WARN) -D_FORTIFY_SOURCE=2 $(CFLAGS) $(LDFLAGS) \
+		-Wl,-z,now -DLIBDIR=\"$(LIBDIR)\" -DVERSION=\"$(VERSION)\" \
+		-o $@ $(CMD_SRC)
 
 test/t_%: test/t_%.c affinity.c affinity.h test/tap.h
 	$(CC) $(TEST_CFLAGS) -o $@ $< affinity.c
@@ -44,7 +46,8 @@ test/asan_%: test/t_%.c affinity.c affinity.h test/tap.h
 
 # What the tests need on Debian 12 (CI runs this as root).
 TEST_DEPS = build-essential clang nginx-light curl procps psmisc numactl \
-	libnuma1 valgrind qemu-system-x86 busybox-static cpio xz-utils groff-base
+	libnuma1 valgrind qemu-system-x86 busybox-static cpio xz-utils groff-base \
+	debhelper lintian uwsgi-core
 
 deps:
 	apt-get update -qq
@@ -73,7 +76,12 @@ install: all
 demo:
 	scripts/demo
 
+# A Debian package in the parent directory (test/package.t builds one in a
+# copy of the tree).
+deb:
+	dpkg-buildpackage -us -uc -b
+
 clean:
 	rm -f $(LIB) $(CMD) $(UNIT_TESTS) $(ASAN_TESTS)
 
-.PHONY: all deps man-check check install demo clean
+.PHONY: all deps man-check check install demo deb clean

@@ -52,8 +52,8 @@ void ma_memory_restore(void);
  * decided by ma_memory_follow (a thread can only set its own). */
 void ma_memory_prefork(void);
 
-/* In each child, between fork and its return: drops that policy, which
- * the child would not have had without the library. */
-void ma_memory_child(void);
+/* Drops that policy, which a child (between fork and its return) or a new
+ * program image would not have had without the library. Async-signal-safe. */
+void ma_memory_drop_policy(void);
 
 #endif

@@ -332,8 +332,8 @@ void ma_memory_prefork(void)
         applied_node = node;
 }
 
-/* In the child between fork and its return: async-signal-safe. */
-void ma_memory_child(void)
+/* Async-signal-safe: it runs between fork and its return in the child. */
+void ma_memory_drop_policy(void)
 {
     if (applied_node >= 0)
         syscall(SYS_set_mempolicy, MPOL_DEFAULT, NULL, 0UL);

@@ -36,6 +36,7 @@ typedef int getaff_fn(pid_t, size_t, cpu_set_t *);
 typedef int thread_setaff_fn(pthread_t, size_t, const cpu_set_t *);
 typedef int execve_fn(const char *, char *const[], char *const[]);
 typedef pid_t setsid_fn(void);
+typedef int execvp_fn(const char *, char *const[]);
 
 static struct {
     fork_fn *fork;
@@ -44,6 +45,7 @@ static struct {
     thread_setaff_fn *pthread_setaffinity_np;
     execve_fn *execve;
     setsid_fn *setsid;
+    execvp_fn *execvp;
 } real;
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
@@ -80,6 +82,7 @@ static void load(void)
         (thread_setaff_fn *)dlsym(RTLD_NEXT, "pthread_setaffinity_np");
     real.execve = (execve_fn *)dlsym(RTLD_NEXT, "execve");
     real.setsid = (setsid_fn *)dlsym(RTLD_NEXT, "setsid");
+    real.execvp = (execvp_fn *)dlsym(RTLD_NEXT, "execvp");
     ma_config_load(real.fork && real.sched_setaffinity &&
                    real.sched_getaffinity);
 }
@@ -535,7 +538,7 @@ static void after_fork_in_child(const struct prefork *pf)
         close(pf->master_end);
     if (self.moved)
         real.sched_setaffinity(0, sizeof self.original, &self.original);
-    ma_memory_child();
+    ma_memory_drop_policy();
     brood.n = 0;
     self.report_fd = pf->child_end;
     self.parent = getppid();
@@ -640,6 +643,26 @@ static bool same_program(const char *path)
     return path && strcmp(path, ma_cfg.exe) == 0;
 }
 
+/* A master that re-executes itself in place (uWSGI's reload) would take
+ * the mask it was moved to for its original one: the new image starts
+ * where the program started. If exec fails the master is put back. */
+static bool leave_placement(void)
+{
+    if (!ma_cfg.active || !self.moved)
+        return false;
+    real.sched_setaffinity(0, sizeof self.original, &self.original);
+    ma_memory_drop_policy();
+    return true;
+}
+
+static int resume_placement(int rc)
+{
+    int e = errno;
+    real.sched_setaffinity(0, sizeof self.placed, &self.placed);
+    errno = e;
+    return rc;
+}
+
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
     if (!real.execve) {
@@ -648,5 +671,25 @@ EXPORT int execve(const char *path, char *const argv[], char *const envp[])
     }
     if (ma_cfg.active && self.report_fd >= 0 && same_program(path))
         return execve_carrying(path, argv, envp);
+    if (leave_placement())
+        return resume_placement(real.execve(path, argv, envp));
     return real.execve(path, argv, envp);
+}
+
+/* glibc's execv and execvp reach the kernel without our execve. */
+EXPORT int execv(const char *path, char *const argv[])
+{
+    return execve(path, argv, environ);
+}
+
+EXPORT int execvp(const char *file, char *const argv[])
+{
+    pthread_once(&load_once, load);
+    if (!real.execvp) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (leave_placement())
+        return resume_placement(real.execvp(file, argv));
+    return real.execvp(file, argv);
 }
