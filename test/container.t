@@ -1,0 +1,256 @@
+#!/usr/bin/env bash
+# examples/docker/Dockerfile without Docker: checks the Dockerfile's syntax
+# and what it promises (the official nginx image on bookworm, the library
+# copied where LD_PRELOAD points), runs its build stage's commands on the
+# sources, then runs what the container runs: nginx -g 'daemon off;',
+# exec'd by a shell as the image's entrypoint does, as PID 1 of its own pid
+# namespace, with the Dockerfile's ENV and the library its build stage
+# built, on a fake sysfs tree where CPU 0 and CPU 1 are two packages. The
+# master (PID 1) must follow worker 0 to CPU 1, serve, and stop cleanly on
+# SIGQUIT (the image's STOPSIGNAL, what `docker stop` sends).
+. "$(dirname "$0")/lib.sh"
+PORT=18402
+DOCKERFILE=$SRCDIR/examples/docker/Dockerfile
+
+[ "$(id -u)" = 0 ] || skip_all "not root (unshare --pid)"
+command -v unshare >/dev/null || skip_all "no unshare (util-linux)"
+[ -f "$DOCKERFILE" ] || { echo "Bail out! no $DOCKERFILE"; exit 1; }
+trap 'exit 1' INT TERM HUP PIPE
+
+# nginx's pid file says 1 here: lib.sh's stop_nginx must never read it (it
+# would signal this machine's init). The container goes by its host pids.
+cur_unshare='' cur_master=''
+container_cleanup() {
+    [ -n "$cur_master" ] && kill -9 "$cur_master" 2>/dev/null
+    [ -n "$cur_unshare" ] && kill -9 "$cur_unshare" 2>/dev/null
+    rm -rf "$T"
+}
+trap container_cleanup EXIT
+
+# ---- the Dockerfile ----
+
+# Logical lines: comments and blank lines dropped, continuations joined.
+logical_lines() {
+    awk '
+    /^[[:space:]]*#/ || /^[[:space:]]*$/ { next }
+    {
+        line = cont ? line " " $0 : $0
+        if (sub(/[[:space:]]*\\[[:space:]]*$/, "", line)) { cont = 1; next }
+        cont = 0
+        print line
+    }
+    END { if (cont) print "\\UNTERMINATED " line }' "$1"
+}
+
+# Prints every syntax problem of the Dockerfile, one a line: instructions
+# it does not know, something other than ARG before the first FROM, a bad
+# FROM, COPY --from naming no earlier stage, a malformed ENV, ARG or
+# WORKDIR, an empty RUN or CMD, a continuation at the end of the file.
+dockerfile_lint() {
+    logical_lines "$1" | awk '
+    BEGIN {
+        split("FROM RUN CMD LABEL MAINTAINER EXPOSE ENV ADD COPY ENTRYPOINT " \
+              "VOLUME USER WORKDIR ARG ONBUILD STOPSIGNAL HEALTHCHECK SHELL", k)
+        for (i in k) known[k[i]] = 1
+        stages = 0
+    }
+    function problem(msg) { print NR ": " msg ": " $0 }
+    {
+        ins = toupper($1)
+        if ($1 == "\\UNTERMINATED") { problem("line continuation at the end of the file"); next }
+        if (!(ins in known)) { problem("unknown instruction " $1); next }
+        if (stages == 0 && ins != "FROM" && ins != "ARG") { problem("before the first FROM"); next }
+        n = 0
+        for (i = 2; i <= NF; i++) if ($i !~ /^--/) a[++n] = $i
+        if (ins == "FROM") {
+            if (n == 1 || (n == 3 && toupper(a[2]) == "AS")) {
+                if (n == 3) {
+                    if (a[3] in stage) problem("stage " a[3] " named twice")
+                    stage[tolower(a[3])] = 1
+                }
+                stages++
+            } else problem("FROM wants IMAGE [AS NAME]")
+        } else if (ins == "COPY" || ins == "ADD") {
+            if (n < 2) problem(ins " wants a source and a destination")
+            for (i = 2; i <= NF; i++) {
+                if ($i !~ /^--/) break
+                if ($i ~ /^--from=/) {
+                    f = substr($i, 8)
+                    if (!(tolower(f) in stage) && !(f ~ /^[0-9]+$/ && f + 0 < stages - 1) && f !~ /[:\/]/)
+                        problem("--from=" f " names no earlier stage")
+                } else if ($i !~ /^--(chown|chmod)=./ && $i != "--link")
+                    problem("unknown flag " $i)
+            }
+        } else if (ins == "ENV") {
+            if (n == 0) problem("empty ENV")
+            else if (a[1] !~ /=/) { if (n < 2) problem("ENV wants NAME=VALUE") }
+            else for (i = 1; i <= n; i++)
+                if (a[i] !~ /^[A-Za-z_][A-Za-z0-9_]*=/) problem("bad ENV " a[i])
+        } else if (ins == "ARG") {
+            if (n != 1 || a[1] !~ /^[A-Za-z_][A-Za-z0-9_]*(=.*)?$/) problem("ARG wants NAME[=DEFAULT]")
+        } else if (ins == "WORKDIR") {
+            if (n != 1) problem("WORKDIR wants one path")
+        } else if (ins == "RUN" || ins == "CMD" || ins == "ENTRYPOINT") {
+            if (n == 0) problem("empty " ins)
+        }
+    }
+    END { if (stages == 0) print "no FROM" }'
+}
+
+problems=$(dockerfile_lint "$DOCKERFILE")
+is "$problems" "" "the Dockerfile's syntax is sound (instructions, stages, COPY --from, ENV, ARG)"
+
+# The lint can fail: a broken copy of the Dockerfile.
+sed -e 's/^COPY --from=build/COPY --from=builder/' -e 's/^ENV MASTERAFF_LOG=notice/ENVV MASTERAFF_LOG=notice/' \
+    "$DOCKERFILE" >"$T/Dockerfile.broken"
+printf 'RUN make \\\n' >>"$T/Dockerfile.broken"
+is "$(dockerfile_lint "$T/Dockerfile.broken" | wc -l | tr -d ' ')" 4 \
+    "the lint finds the 4 faults of a broken copy (2 COPY --from, ENVV, a dangling continuation)"
+
+# Global ARG defaults, for the FROM lines that use them.
+declare -A args
+while read -r name value; do args[$name]=$value; done < <(
+    logical_lines "$DOCKERFILE" | awk 'toupper($1) == "FROM" {exit}
+        toupper($1) == "ARG" && $2 ~ /=/ {i = index($2, "="); print substr($2, 1, i - 1), substr($2, i + 1)}')
+expand() {
+    local s=$1 n
+    for n in "${!args[@]}"; do s=${s//\$\{$n\}/${args[$n]}}; s=${s//\$$n/${args[$n]}}; done
+    echo "$s"
+}
+
+# stage_lines NAME|last: the logical lines of one stage, FROM excluded.
+stage_lines() {
+    logical_lines "$DOCKERFILE" | awk -v want="$1" '
+        toupper($1) == "FROM" { n++; name = (NF >= 4 ? tolower($4) : ""); next }
+        n && (name == want) { print; next }
+        n { last[n] = last[n] $0 "\n" }
+        END { if (want == "last") printf "%s", last[n] }'
+}
+
+froms=$(logical_lines "$DOCKERFILE" | awk 'toupper($1) == "FROM" {for (i = 2; i <= NF; i++) if ($i !~ /^--/) {print $i; break}}')
+build_image=$(expand "$(sed -n 1p <<<"$froms")")
+final_image=$(expand "$(tail -1 <<<"$froms")")
+[[ $build_image == debian:bookworm* ]]
+ok $? "the build stage is Debian bookworm ($build_image)"
+[[ $final_image =~ ^nginx:.*bookworm$ ]]
+ok $? "the image is the official nginx image on bookworm ($final_image)"
+
+final=$(stage_lines last)
+# ENV of the final stage: NAME=VALUE, one a line.
+envs=$(awk 'toupper($1) == "ENV" {
+        if ($2 !~ /=/) { print $2 "=" $3; next }
+        for (i = 2; i <= NF; i++) print $i }' <<<"$final")
+preload=$(sed -n 's/^LD_PRELOAD=//p' <<<"$envs")
+is "$preload" /usr/lib/x86_64-linux-gnu/libmasteraff.so "ENV LD_PRELOAD is the multiarch path"
+is "$(sed -n 's/^MASTERAFF_LOG=//p' <<<"$envs")" notice "ENV MASTERAFF_LOG=notice"
+read -r _ from src dest <<<"$(awk 'toupper($1) == "COPY" && $2 ~ /^--from=/ && $3 ~ /libmasteraff\.so$/' <<<"$final")"
+is "${from#--from=} $dest" "build $preload" "the library is copied from the build stage to where LD_PRELOAD points"
+
+# ---- the build stage, run on the sources ----
+
+# Paths of the build stage live below $T/stage; the build context is the
+# repository. apt-get needs the network and installs what is here already.
+stage=$T/stage
+workdir=/
+mkdir -p "$stage"
+build_ok=0
+while read -r ins rest; do
+    case ${ins^^} in
+    WORKDIR) workdir=$rest; mkdir -p "$stage$workdir" ;;
+    COPY)
+        read -ra words <<<"$rest"
+        dst=${words[-1]}
+        [[ $dst == /* ]] || dst=$workdir/$dst
+        mkdir -p "$stage$dst"
+        # Unquoted on purpose: the sources are globs, expanded in the context.
+        # shellcheck disable=SC2068
+        (cd "$SRCDIR" && cp -- ${words[@]:0:${#words[@]}-1} "$stage$dst/") ||
+            build_ok=1 ;;
+    RUN)
+        if [[ $rest == apt-get* ]]; then
+            diag "build stage: skipped (network): RUN ${rest:0:60}..."
+        else
+            (cd "$stage$workdir" && sh -c "$rest") >"$T/stage.log" 2>&1 || {
+                build_ok=1
+                sed 's/^/#   /' "$T/stage.log"
+            }
+        fi ;;
+    esac
+done < <(stage_lines build)
+ok $build_ok "the build stage's COPY and RUN work on the sources"
+built=$stage$src
+[ -f "$built" ] && nm -D --defined-only "$built" | grep -qw sched_setaffinity
+ok $? "the build stage makes the library ($src)"
+
+# ---- the container: nginx as PID 1 of a pid namespace ----
+
+make_twopkg
+write_conf "10 01"
+
+# The container's environment: the image's PATH and the Dockerfile's ENV,
+# LD_PRELOAD pointing at the library the build stage made.
+cenv=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+    MASTERAFF_SYSFS="$T/sys")
+while IFS= read -r e; do
+    [ -n "$e" ] || continue
+    case $e in
+    LD_PRELOAD=*) cenv+=("LD_PRELOAD=$built") ;;
+    *) cenv+=("$e") ;;
+    esac
+done <<<"$envs"
+
+nspid() { awk '/^NSpid/ {print $NF}' "/proc/$1/status" 2>/dev/null; }
+
+# container with|without: runs the container and checks it.
+container() {
+    local how=$1 u m w0 w1 rc e=("${cenv[@]}")
+    [ "$how" = with ] || e=("${e[@]/#LD_PRELOAD=*/LD_PRELOAD=}")
+    : >"$T/error.log"
+    # The image's ENTRYPOINT is a shell script ending in `exec "$@"`.
+    env -i "${e[@]}" unshare --pid --fork --mount-proc --kill-child \
+        sh -c 'exec "$@"' docker-entrypoint \
+        "$NGINX" -c "$T/nginx.conf" -g 'daemon off;' 2>"$T/stderr" &
+    u=$!
+    cur_unshare=$u
+    wait_for "m=\$(pgrep -P $u) && grep -q 'nginx: master' /proc/\$m/cmdline 2>/dev/null" 10
+    m=$(pgrep -P "$u")
+    cur_master=$m
+    is "$(nspid "$m") $(cat "$T/nginx.pid" 2>/dev/null)" "1 1" \
+        "$how the library: nginx's master is PID 1 of its namespace (host pid $m)"
+    wait_for "[ \$(children_of $m worker | wc -l) -eq 2 ]"
+    read -r w0 w1 <<<"$(children_of "$m" worker | tr '\n' ' ')"
+    wait_for "[ \"\$(cpus_of $w0)\" = 1 ] && [ \"\$(cpus_of $w1)\" = 0 ]"
+    is "$(cpus_of "$w0") $(cpus_of "$w1")" "1 0" "$how the library: workers 0 and 1 pin to CPUs 1 and 0"
+    if [ "$how" = with ]; then
+        wait_for "[ \"\$(cpus_of $m)\" = 1 ]"
+        is "$(cpus_of "$m")" 1 "with the library: the master (PID 1) follows worker 0 to CPU 1"
+        grep -Eq "\[notice\] 1#[0-9]+: masteraff: master 1 -> CPUs 1 \(package 1\), following worker $(nspid "$w0") on CPU 1 " "$T/error.log"
+        ok $? "with the library: the log line names PID 1 and worker 0 by their namespace pids" ||
+            grep masteraff "$T/error.log" | sed 's/^/#   /'
+        grep -q " $built\$" "/proc/$m/maps"
+        ok $? "with the library: the master maps the library the build stage made"
+    else
+        sleep 0.3
+        is "$(cpus_of "$m")" 0-1 "without the library: the master stays on CPUs 0-1"
+    fi
+    serves
+    ok $? "$how the library: nginx serves on 127.0.0.1:$PORT"
+    kill -QUIT "$m"
+    wait_for "gone $m" 10
+    ok $? "$how the library: the master exits on SIGQUIT"
+    wait "$u"
+    rc=$?
+    is "$rc" 0 "$how the library: exit status 0 (unshare passes on nginx's)"
+    ! kill -0 "$w0" 2>/dev/null && ! kill -0 "$w1" 2>/dev/null
+    ok $? "$how the library: no worker is left"
+    grep -q '\[notice\] 1#1: exit$' "$T/error.log"
+    ok $? "$how the library: nginx logs its orderly exit"
+    is "$(grep -E '\[(alert|emerg|crit)\]' "$T/error.log")" "" "$how the library: no alert, emerg or crit in error.log"
+    is "$(cat "$T/stderr")" "" "$how the library: nothing on stderr"
+    rm -f "$T/nginx.pid"
+    cur_unshare='' cur_master=''
+}
+
+container without
+container with
+done_testing
