@@ -19,6 +19,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,8 @@ static struct {
     cpu_set_t original;
     cpu_set_t placed;  /* the mask the master was last given */
     bool moved;        /* placed differs from original */
+    bool refusing;     /* the leader mask in refused could not be followed */
+    cpu_set_t refused;
 } self = {.report_fd = -1, .epoll_fd = -1};
 
 static struct ma_brood brood;
@@ -123,7 +126,14 @@ static void report_pin(void)
     r.sent_ns = now_ns();
     ma_report_encode(&r, msg);
     /* The parent may be gone or not reading: never block, never SIGPIPE. */
-    send(self.report_fd, msg, sizeof msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (send(self.report_fd, msg, sizeof msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 &&
+        errno != EAGAIN) {
+        ma_log(MA_LOG_WARN, "process %d pinned itself, but its parent %d "
+               "cannot be told (%s); nothing follows it", getpid(),
+               self.parent, strerror(errno));
+        close(self.report_fd);
+        self.report_fd = -1;
+    }
 }
 
 static void report_if_pinned(int rc, bool itself)
@@ -203,7 +213,8 @@ static void time_since_pin(char *buf, size_t len)
     const struct ma_child *c = ma_brood_find_pid(&brood, brood.lead_pid);
     uint64_t now = now_ns();
     buf[0] = '\0';
-    if (c && c->pinned_ns && now >= c->pinned_ns)
+    /* The time is the child's word: one from before its fork is a lie. */
+    if (c && c->pinned_ns >= c->forked_ns && now >= c->pinned_ns)
         snprintf(buf, len, " after %lluus",
                  (unsigned long long)((now - c->pinned_ns) / 1000));
 }
@@ -239,29 +250,47 @@ static int place_master(const cpu_set_t *target)
 
 /* The leader's scope, clamped to the original mask. Returns 0, or -1 after
  * saying why the master stays. */
+/* A leader mask the master could not follow is said once, not at every
+ * later event that leaves it unchanged. */
+static bool refused_before(void)
+{
+    if (self.refusing && CPU_EQUAL(&self.refused, &brood.lead_mask))
+        return true;
+    self.refusing = true;
+    self.refused = brood.lead_mask;
+    return false;
+}
+
 static int follow_target(cpu_set_t *target, char *units, size_t len)
 {
     struct ma_unit u[16];
     size_t n;
+    cpu_set_t lead;
     char cpus[4096], orig[4096];
 
-    if (ma_scope_expand(ma_cfg.sysfs, ma_cfg.scope, &brood.lead_mask, target,
-                        u, 16, &n) < 0) {
-        ma_log(MA_LOG_WARN, "cannot read the %s of CPUs %s under %s: %s; "
-               "master %d not moved", ma_scope_name(ma_cfg.scope),
-               cpus_text(&brood.lead_mask, cpus, sizeof cpus), ma_cfg.sysfs,
-               strerror(errno), getpid());
+    /* A worker's word is clamped to the master's CPUs before anything is
+     * read about them. */
+    CPU_AND(&lead, &brood.lead_mask, &self.original);
+    if (CPU_COUNT(&lead) == 0) {
+        if (!refused_before())
+            ma_log(MA_LOG_WARN, "worker %d is on CPUs %s, outside master "
+                   "%d's CPUs %s; master not moved", brood.lead_pid,
+                   cpus_text(&brood.lead_mask, cpus, sizeof cpus), getpid(),
+                   cpus_text(&self.original, orig, sizeof orig));
         return -1;
     }
+    if (ma_scope_expand(ma_cfg.sysfs, ma_cfg.scope, &lead, target, u, 16,
+                        &n) < 0) {
+        if (!refused_before())
+            ma_log(MA_LOG_WARN, "cannot read the %s of CPUs %s under %s: %s; "
+                   "master %d not moved", ma_scope_name(ma_cfg.scope),
+                   cpus_text(&lead, cpus, sizeof cpus), ma_cfg.sysfs,
+                   strerror(errno), getpid());
+        return -1;
+    }
+    self.refusing = false;
     ma_units_describe(u, n, units, len);
     CPU_AND(target, target, &self.original);
-    if (CPU_COUNT(target) == 0) {
-        ma_log(MA_LOG_WARN, "worker %d is on CPUs %s, outside master %d's "
-               "CPUs %s; master not moved", brood.lead_pid,
-               cpus_text(&brood.lead_mask, cpus, sizeof cpus), getpid(),
-               cpus_text(&self.original, orig, sizeof orig));
-        return -1;
-    }
     return 0;
 }
 
@@ -318,6 +347,14 @@ static void child_misbehaved(struct ma_child *c, const char *what)
     apply_decision();
 }
 
+/* recv() reads 0 bytes both at the end of the channel and for an empty
+ * message; only the end says the child is gone. */
+static bool channel_closed(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP));
+}
+
 /* Reads what one child sent. Each read costs a syscall, so a child gets a
  * bounded number of them before it is dropped (MA_MAX_REPORTS). */
 static void read_channel(int fd)
@@ -331,6 +368,8 @@ static void read_channel(int fd)
         n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return;
+        if (n == 0 && !channel_closed(fd))
+            return child_misbehaved(c, "sent an empty message");
         if (n <= 0)
             return child_gone(c);
         if (ma_report_decode(buf, (size_t)n, &r) < 0)
