@@ -23,6 +23,8 @@ CMD_HDR = affinity.h pages.h
 MANPAGES = man/masteraff.1 man/libmasteraff.7
 
 UNIT_TESTS = test/t_cpulist test/t_topology test/t_brood
+# Programs the shell tests drive (test/faults.t, test/hostile.t).
+TEST_HELPERS = test/errnos test/orphan test/mtmaster test/hostile test/secure
 ASAN_TESTS = $(UNIT_TESTS:test/t_%=test/asan_%)
 TEST_CFLAGS = $(WARN) -g -O1 -DSRCDIR=\"$(CURDIR)\" -I.
 
@@ -40,6 +42,9 @@ $(CMD): $(CMD_SRC) $(CMD_HDR)
 test/t_%: test/t_%.c affinity.c affinity.h test/tap.h
 	$(CC) $(TEST_CFLAGS) -o $@ $< affinity.c
 
+$(TEST_HELPERS): test/%: test/%.c affinity.h
+	$(CC) $(WARN) -g -O1 -pthread -o $@ $< -ldl
+
 # The unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
 test/asan_%: test/t_%.c affinity.c affinity.h test/tap.h
 	$(CC) $(TEST_CFLAGS) -fsanitize=address,undefined -fno-sanitize-recover=all -o $@ $< affinity.c
@@ -47,7 +52,7 @@ test/asan_%: test/t_%.c affinity.c affinity.h test/tap.h
 # What the tests need on Debian 12 (CI runs this as root).
 TEST_DEPS = build-essential clang nginx-light curl procps psmisc numactl \
 	libnuma1 valgrind qemu-system-x86 busybox-static cpio xz-utils groff-base \
-	debhelper lintian uwsgi-core
+	debhelper lintian uwsgi-core libclang-rt-14-dev
 
 deps:
 	apt-get update -qq
@@ -62,7 +67,7 @@ man-check: $(MANPAGES)
 
 # Unit tests natively and under sanitizers, then the shell tests that drive
 # a real nginx (and, with qemu, real kernels with emulated topologies).
-check: all man-check $(UNIT_TESTS) $(ASAN_TESTS)
+check: all man-check $(UNIT_TESTS) $(ASAN_TESTS) $(TEST_HELPERS)
 	prove -v -e '' $(UNIT_TESTS) $(ASAN_TESTS) test/*.t
 
 install: all
@@ -76,12 +81,18 @@ install: all
 demo:
 	scripts/demo
 
+# libFuzzer on the cpulist parser, the report decoder and the topology
+# reader, FUZZ_SECONDS each; fails on any finding (CI runs it).
+FUZZ_SECONDS ?= 60
+fuzz:
+	fuzz/run $(FUZZ_SECONDS)
+
 # A Debian package in the parent directory (test/package.t builds one in a
 # copy of the tree).
 deb:
 	dpkg-buildpackage -us -uc -b
 
 clean:
-	rm -f $(LIB) $(CMD) $(UNIT_TESTS) $(ASAN_TESTS)
+	rm -f $(LIB) $(CMD) $(UNIT_TESTS) $(ASAN_TESTS) $(TEST_HELPERS)
 
-.PHONY: all deps man-check check install demo deb clean
+.PHONY: all deps man-check check install demo fuzz deb clean

@@ -1,0 +1,274 @@
+#!/usr/bin/env bash
+# Never break the server: when something goes wrong (no descriptors, no or a
+# damaged sysfs, a worker outside the master's CPUs, a dead or stopped
+# parent, a multi-threaded master, failing calls), nginx and the programs
+# still work as without the library, errno included, and one clear line
+# says what was skipped.
+#
+# Needs the helper programs: make test/errnos test/orphan test/mtmaster
+. "$(dirname "$0")/lib.sh"
+PORT=18201 # used by lib.sh
+
+for p in errnos orphan mtmaster; do
+    [ -x "$SRCDIR/test/$p" ] || { echo "Bail out! test/$p is not built (make test/$p)"; exit 1; }
+done
+
+bg_pids=()
+faults_cleanup() {
+    local p
+    for p in "${bg_pids[@]}"; do
+        kill -9 "$p" 2>/dev/null
+    done
+    cleanup
+}
+trap faults_cleanup EXIT
+
+make_twopkg
+
+# The library's lines in nginx's logs (after the daemon fork, stderr is the
+# error log).
+lib_lines() { cat "$T/error.log" "$T/stderr" 2>/dev/null | grep 'masteraff: '; }
+count_lines() { lib_lines | grep -c -- "$1"; }
+has_line() { lib_lines | grep -q -- "$1"; }
+
+# The Cpus_allowed_list of every thread of $1, distinct values.
+thread_cpus() {
+    cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^Cpus_allowed_list/ {print $2}' | sort -u | tr '\n' ' ' | sed 's/ $//'
+}
+
+# relay PREFIX COMMAND...: runs a helper program and passes its "ok - ..." /
+# "not ok - ..." lines on as TAP, prefixed; other lines become diagnostics.
+# Fails when the program exits non-zero or says nothing. Its output is kept
+# in $T/relayed.
+relay() {
+    local prefix=$1 line n=0 rc
+    shift
+    : >"$T/relayed"
+    while IFS= read -r line; do
+        echo "$line" >>"$T/relayed"
+        case $line in
+        "ok - "*) ok 0 "$prefix: ${line#ok - }"; n=$((n + 1)) ;;
+        "not ok - "*) ok 1 "$prefix: ${line#not ok - }"; n=$((n + 1)) ;;
+        rc=*) rc=${line#rc=} ;;
+        *) diag "$prefix: $line" ;;
+        esac
+    done < <("$@"; echo "rc=$?")
+    [ "$rc" = 0 ] && [ "$n" -gt 0 ]
+    ok $? "$prefix: exits 0 after $n checks (status $rc)"
+}
+
+fresh_logs() { : >"$T/error.log"; : >"$T/stderr"; }
+
+# ---- descriptors exhausted ----
+#
+# Without a cache there are 3 forks (daemon, worker 0, worker 1). The limit
+# is the number of descriptors the master holds with the library when all
+# went well: everything fits, except the moment of the last fork, when the
+# library's socketpair needs one more. So worker 1 gets no channel; nginx
+# itself has all it needs (and worker_rlimit_nofile gives the workers room).
+
+write_conf "10 01" "worker_rlimit_nofile 1024;"
+sed -i '/proxy_cache_path/d' "$T/nginx.conf"
+start_nginx && wait_workers
+m=$(master_pid)
+need=$(ls /proc/"$m"/fd | awk '$1 < 64' | wc -l)
+stop_nginx
+diag "with the library and descriptors to spare, the master holds $need descriptors below 64"
+
+fresh_logs
+(ulimit -Sn "$need" && start_nginx)
+ok $? "nginx starts with the library under ulimit -Sn $need"
+wait_workers
+m=$(master_pid)
+read -r w0 w1 <<<"$(workers)"
+is "$(workers | wc -w)" 2 "both workers run"
+wait_for "[ \"\$(cpus_of $w1)\" = 0 ]"
+is "$(cpus_of "$w0") $(cpus_of "$w1")" "1 0" "the workers pinned themselves"
+wait_for "[ \"\$(count_lines 'gets no channel')\" -ge 1 ]"
+lib_lines | grep -q "\[warn\] .*masteraff: a child of $m gets no channel (Too many open files); it cannot be followed"
+ok $? "a warn line says a child of the master gets no channel (EMFILE)"
+is "$(count_lines 'gets no channel')" 1 "said once"
+grep -E '\[(alert|emerg|crit)\]' "$T/error.log" | sed 's/^/# /'
+! grep -qE '\[(alert|emerg|crit)\]' "$T/error.log"
+ok $? "nginx itself reports no failure"
+serves
+ok $? "nginx serves"
+wait_for "[ \"\$(thread_cpus $m)\" = 1 ]"
+is "$(thread_cpus "$m")" 1 "worker 0 had its channel: the master follows it"
+kill -9 "$w1"
+wait_for "[ \$(new_workers '$w0 $w1' | wc -w) -eq 1 ]"
+n1=$(new_workers "$w0 $w1")
+wait_for "[ \"\$(cpus_of $n1)\" = 0 ]"
+is "$(cpus_of "$n1")" 0 "worker 1 respawned (again without a channel) pins itself"
+serves
+ok $? "nginx still serves"
+is "$(count_lines 'gets no channel')" 1 "and the library says nothing more"
+is "$(thread_cpus "$m")" 1 "the master stays with worker 0"
+stop_nginx
+
+# ---- no topology: sysfs missing or damaged ----
+
+write_conf "10 01"
+for kind in nowhere broken-empty broken-garbage broken-truncated broken-missing-cpu; do
+    if [ "$kind" = nowhere ]; then
+        sys=$T/no/such/sysfs
+    else
+        sys=$T/$kind
+        "$SRCDIR/test/mktree" "$kind" "$sys"
+    fi
+    fresh_logs
+    MASTERAFF_SYSFS=$sys start_nginx
+    ok $? "$kind: nginx starts"
+    wait_workers
+    m=$(master_pid)
+    read -r w0 w1 <<<"$(workers)"
+    wait_pinned "$w0" "$w1"
+    ok $? "$kind: the workers pin themselves"
+    pat="\[warn\] .*masteraff: cannot read the package of CPUs 1 under $sys: .*; master $m not moved"
+    wait_for 'has_line "$pat"'
+    ok $? "$kind: a warn line says the topology cannot be read"
+    sleep 0.3 # time for a second line, which must not come
+    is "$(count_lines 'cannot read')" 1 "$kind: said once"
+    [ "$(count_lines 'cannot read')" = 1 ] || lib_lines | sed 's/^/# /'
+    is "$(thread_cpus "$m")" 0-1 "$kind: the master is not moved"
+    serves
+    ok $? "$kind: nginx serves"
+    stop_nginx
+done
+
+# ---- CPUs offline ----
+
+ok 0 "CPUs offline # SKIP CPU hotplug needs a kernel of its own (test/vm)"
+
+# ---- the leader outside the master's original mask ----
+#
+# taskset -c 0 nginx, worker 0 on CPU 1: package 1 has nothing in common
+# with the master's CPU 0, so the master stays where it is.
+
+write_conf "10 01"
+fresh_logs
+env LD_PRELOAD="$LIB" MASTERAFF_SYSFS="$T/sys" taskset -c 0 \
+    "$NGINX" -c "$T/nginx.conf" 2>"$T/stderr"
+ok $? "taskset -c 0 nginx starts"
+wait_workers
+m=$(master_pid)
+read -r w0 w1 <<<"$(workers)"
+wait_pinned "$w0" "$w1"
+ok $? "worker 0 pins itself to CPU 1, worker 1 to CPU 0"
+pat="\[warn\] .*masteraff: worker $w0 is on CPUs 1, outside master $m's CPUs 0; master not moved"
+wait_for 'has_line "$pat"'
+ok $? "a warn line says worker 0 is outside the master's CPUs"
+sleep 0.3 # time for a second line, which must not come
+is "$(count_lines 'outside master')" 1 "said once"
+[ "$(count_lines 'outside master')" = 1 ] || lib_lines | sed 's/^/# /'
+is "$(thread_cpus "$m")" 0 "every thread of the master stays on CPU 0"
+kill -9 "$w0"
+wait_for "[ \$(new_workers '$w0 $w1' | wc -w) -eq 1 ]"
+n0=$(new_workers "$w0 $w1")
+wait_for "[ \"\$(cpus_of $n0)\" = 1 ]"
+is "$(cpus_of "$n0")" 1 "respawned worker 0 on CPU 1"
+sleep 0.3
+is "$(thread_cpus "$m")" 0 "the master still stays on CPU 0"
+! lib_lines | grep -q "master $m -> CPUs"
+ok $? "and never said it moved"
+serves
+ok $? "nginx serves"
+stop_nginx
+
+# ---- the parent gone when the child reports ----
+
+# run_lib PROGRAM ARGS...: PROGRAM from test/, with the library, a target;
+# its stderr goes to $T/err.
+run_lib() {
+    local prog=$1
+    shift
+    env LD_PRELOAD="$LIB" MASTERAFF_PROGRAMS="$prog" MASTERAFF_SYSFS="$T/sys" \
+        MASTERAFF_LOG="${LOG:-notice}" "$SRCDIR/test/$prog" "$@" 2>"$T/err"
+}
+run_plain() {
+    local prog=$1
+    shift
+    "$SRCDIR/test/$prog" "$@" 2>"$T/err"
+}
+err_lines() { grep 'masteraff: ' "$T/err"; }
+
+relay "dead parent, without the library" run_plain orphan dead
+LOG=debug relay "dead parent, with the library" run_lib orphan dead channel
+grep -q '^ok - the orphan survived its pins' "$T/relayed"
+ok $? "dead parent: the orphan lived through its pins (no SIGPIPE, no blocking)"
+err_lines | grep -v 'loaded in' | sed 's/^/# /'
+is "$(err_lines | grep -vc 'loaded in')" 1 \
+    "dead parent: one line says the report was skipped (at any level)"
+
+relay "stopped parent, without the library" run_plain orphan stopped
+relay "stopped parent, with the library" run_lib orphan stopped channel
+is "$(err_lines | grep -c 'keeps reporting; no longer listening to it')" 1 \
+    "stopped parent: running again, it drops the child that pinned 20000 times, in one line"
+diag "stopped parent: $(err_lines | grep -c 'master [0-9]* -> CPUs') lines for the master following the child's re-pins first"
+
+# ---- a multi-threaded master ----
+
+run_lib mtmaster >"$T/mt.out" &
+bg_pids+=($!)
+wait_for "grep -q '^ready' '$T/mt.out'" 10
+read -r _ mt c0 c1 <"$T/mt.out"
+ok $? "mtmaster started (master $mt, children $c0 $c1)"
+bg_pids+=("$mt" "$c0" "$c1")
+wait_for "[ \"\$(thread_cpus $mt)\" = 1 ]"
+is "$(thread_cpus "$mt")" 1 "every thread of the master ends on CPU 1, child 0's package"
+is "$(threads_of "$mt")" 5 "the master has its 4 threads and the library's listener"
+is "$(cpus_of "$c0") $(cpus_of "$c1")" "1 0" "the children pinned themselves"
+grep -q "masteraff: master $mt -> CPUs 1 (package 1), following worker $c0 on CPU 1" "$T/err"
+ok $? "the library says so"
+kill -USR1 "$mt"
+kill -9 "$c1"
+wait_for "grep -q '^SIGCHLD' '$T/mt.out'" 10
+grep -q '^SIGUSR1 main' "$T/mt.out"
+ok $? "SIGUSR1 went to the main thread (not the listener): $(grep '^SIGUSR1' "$T/mt.out")"
+grep -q '^SIGCHLD main' "$T/mt.out"
+ok $? "SIGCHLD went to the main thread (not the listener): $(grep '^SIGCHLD' "$T/mt.out")"
+wait_for "! kill -0 $mt 2>/dev/null && ! kill -0 $c0 2>/dev/null"
+ok $? "mtmaster and its children are gone"
+
+# ---- errno, with and without the library ----
+
+relay "errno, without the library" run_plain errnos basic
+relay "errno, with the library" run_lib errnos basic
+
+relay "EMFILE, without the library" run_plain errnos emfile
+relay "EMFILE, with the library" run_lib errnos emfile
+masters=$(err_lines | grep -c 'gets no channel (Too many open files)')
+[ "$masters" -ge 1 ]
+ok $? "EMFILE: the library says a child gets no channel ($masters lines)"
+is "$(err_lines | sed -n 's/.*a child of \([0-9]*\) gets no channel.*/\1/p' | sort -u | wc -l)" "$masters" \
+    "EMFILE: one line per process that forks, not per fork"
+is "$(err_lines | grep -vc 'gets no channel')" 0 "EMFILE: no other line"
+
+# RLIMIT_NPROC binds a user that is not root: one that owns no process.
+as_other() { # as_other NPROC COMMAND...
+    local nproc=$1
+    shift
+    setpriv --reuid=54321 --regid=54321 --clear-groups \
+        prlimit --nproc="$nproc:$nproc" "$@"
+}
+nproc_lib() { # nproc_lib NPROC MODE
+    as_other "$1" env LD_PRELOAD="$LIB" MASTERAFF_PROGRAMS=errnos \
+        MASTERAFF_SYSFS=/sys "$SRCDIR/test/errnos" "$2" 2>"$T/err"
+}
+nproc_plain() { as_other "$1" "$SRCDIR/test/errnos" "$2" 2>"$T/err"; }
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && command -v prlimit >/dev/null &&
+    ! pgrep -u 54321 >/dev/null; then
+    # One process: fork() fails.
+    relay "RLIMIT_NPROC=1, without the library" nproc_plain 1 forkfail
+    relay "RLIMIT_NPROC=1, with the library" nproc_lib 1 forkfail
+    err_lines | sed 's/^/# /'
+    # Two: fork() works, but the library cannot have its thread as well.
+    relay "RLIMIT_NPROC=2, without the library" nproc_plain 2 forkok
+    relay "RLIMIT_NPROC=2, with the library" nproc_lib 2 forkok
+    err_lines | sed 's/^/# /'
+    is "$(err_lines | grep -c '\[warn\]')" 1 "RLIMIT_NPROC=2: one warn line says what the library skipped"
+else
+    ok 0 "fork failures # SKIP need root, setpriv, prlimit and uid 54321 unused"
+fi
+
+done_testing

@@ -1,0 +1,101 @@
+/* secure LIB: loads LIB with dlopen, which works in a secure-execution
+ * process (set-user-ID, set-group-ID, file capabilities: AT_SECURE), where
+ * the dynamic loader ignores an LD_PRELOAD path. The library's constructor
+ * reads its configuration then; this program forks with the library's own
+ * fork() (dlsym) and prints what the library did:
+ *
+ *     at_secure 0|1
+ *     thread yes|no    a "masteraff" thread in this process after the fork
+ *     channel yes|no   a SOCK_SEQPACKET descriptor in the child
+ *
+ * Run it with MASTERAFF_PROGRAMS=secure and the library must act, unless
+ * AT_SECURE is set: then it must ignore every MASTERAFF_* variable. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int has_channel(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *de;
+    int n = 0;
+    if (!d)
+        return 0;
+    while ((de = readdir(d))) {
+        int fd = atoi(de->d_name), type;
+        socklen_t len = sizeof type;
+        if (de->d_name[0] != '.' && fd != dirfd(d) &&
+            getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&
+            type == SOCK_SEQPACKET)
+            n++;
+    }
+    closedir(d);
+    return n > 0;
+}
+
+static int has_listener(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *de;
+    int found = 0;
+    if (!d)
+        return 0;
+    while ((de = readdir(d))) {
+        char path[300], comm[64] = "";
+        FILE *f;
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", de->d_name);
+        if ((f = fopen(path, "r"))) {
+            if (fgets(comm, sizeof comm, f) && strncmp(comm, "masteraff", 9) == 0)
+                found = 1;
+            fclose(f);
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+int main(int argc, char **argv)
+{
+    void *lib;
+    pid_t (*lib_fork)(void);
+    pid_t pid;
+    int status;
+
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s LIBRARY\n", argv[0]);
+        return 2;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    printf("at_secure %lu\n", getauxval(AT_SECURE));
+    if (!(lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL))) {
+        fprintf(stderr, "secure: %s\n", dlerror());
+        return 2;
+    }
+    if (!(lib_fork = (pid_t(*)(void))dlsym(lib, "fork"))) {
+        fprintf(stderr, "secure: no fork in %s\n", argv[1]);
+        return 2;
+    }
+    pid = lib_fork();
+    if (pid < 0) {
+        perror("secure: fork");
+        return 2;
+    }
+    if (pid == 0)
+        _exit(has_channel() ? 10 : 0);
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) {
+        fprintf(stderr, "secure: the child did not exit\n");
+        return 2;
+    }
+    printf("thread %s\n", has_listener() ? "yes" : "no");
+    printf("channel %s\n", WEXITSTATUS(status) == 10 ? "yes" : "no");
+    return 0;
+}
