@@ -616,7 +616,7 @@ static long respawned_death(const struct ma_brood *b, uint64_t now_ns)
 
 struct ma_place ma_brood_place(struct ma_brood *b, uint64_t now_ns)
 {
-    struct ma_place p;
+    struct ma_place p = {.started_ns = now_ns};
     long d = respawned_death(b, now_ns);
     if (d >= 0) {
         p.gen = b->deaths[d].gen;
@@ -647,7 +647,7 @@ struct ma_child *ma_brood_add(struct ma_brood *b, pid_t pid, int fd,
     c->rank = place.rank;
     c->pinned = false;
     c->reports = 0;
-    c->forked_ns = now_ns;
+    c->forked_ns = place.started_ns;
     b->last_fork_ns = now_ns;
     c->pinned_ns = 0;
     CPU_ZERO(&c->mask);

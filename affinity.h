@@ -145,7 +145,7 @@ struct ma_child {
     bool pinned;
     cpu_set_t mask;    /* the last mask it reported */
     unsigned reports;  /* valid reports so far */
-    uint64_t forked_ns;
+    uint64_t forked_ns; /* when its fork was asked for: it cannot pin before */
     uint64_t pinned_ns; /* when it last pinned, by its own clock reading */
 };
 
@@ -172,6 +172,7 @@ struct ma_brood {
 
 struct ma_place {
     unsigned gen, rank;
+    uint64_t started_ns; /* when the fork was asked for */
 };
 
 enum ma_verdict {

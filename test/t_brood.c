@@ -243,7 +243,7 @@ static void test_forget(void)
 
 static void test_full(void)
 {
-    struct ma_place p = {1, 0};
+    struct ma_place p = {.gen = 1, .rank = 0};
     int added = 0;
     ma_brood_init(&b);
     for (int i = 0; i < MA_MAX_CHILDREN + 5; i++)

@@ -13,11 +13,14 @@ upgrade() { # upgrade DESCRIPTION: USR2, then check the new master
     old=$(master_pid)
     wait_for "[ \"\$(cpus_of $old)\" = 1 ]"
     kill -USR2 "$old"
-    wait_for "[ -s $T/nginx.pid.oldbin ] && [ \"\$(master_pid)\" != $old ]" 15
+    wait_for "[ -s $T/nginx.pid.oldbin ] && [ -s $T/nginx.pid ] && [ \"\$(master_pid)\" != $old ]" 15
     new=$(master_pid)
-    [ -n "$new" ] && [ "$new" != "$old" ]
-    ok $? "$what: USR2 starts a new master ($new)" ||
-        { tail -5 "$T/error.log" "$T/stderr" | sed 's/^/# /'; }
+    if [ -n "$new" ] && [ "$new" != "$old" ]; then
+        ok 0 "$what: USR2 starts a new master ($new)"
+    else
+        ok 1 "$what: USR2 starts a new master"
+        tail -n 5 "$T/error.log" "$T/stderr" | sed 's/^/# /'
+    fi
     wait_for "grep -q 'masteraff: master $new -> CPUs 1 (package 1)' $T/error.log"
     ok $? "$what: the new master follows its own worker 0 to CPU 1 (package 1 exists only in MASTERAFF_SYSFS's tree, so the settings came along)"
     is "$(cpus_of "$new")" 1 "$what: new master on CPU 1"
