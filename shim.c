@@ -7,6 +7,10 @@
  * a report it picks the leader (affinity.c) and re-pins all of its own
  * threads, since a worker that dropped its privileges cannot.
  *
+ * setsid() drops the channel of a child that detaches from its parent
+ * (nginx's daemon fork); the exec functions keep the library across nginx's
+ * binary upgrade and give a moved master's new image its original mask.
+ *
  * Lock discipline: the helper thread does all its libc work (logging,
  * opendir, localtime) while holding `lock`, and fork() holds `lock` across
  * the real fork, so a child never inherits a libc lock taken by the helper.
@@ -26,6 +30,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -704,10 +709,11 @@ static int resume_placement(int rc)
 
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-    if (!real.execve) {
-        errno = ENOSYS;
-        return -1;
-    }
+    /* No pthread_once here: execve runs between fork and exec, where only
+     * async-signal-safe calls belong. Before the library is loaded, the
+     * system call itself does what glibc's execve would. */
+    if (!real.execve)
+        return (int)syscall(SYS_execve, path, argv, envp);
     if (ma_cfg.active && self.report_fd >= 0 && same_program(path))
         return execve_carrying(path, argv, envp);
     if (leave_placement())
