@@ -3,7 +3,7 @@
 # environment, keeps the library and is placed by the same rules, with and
 # without `env LD_PRELOAD;` in nginx.conf.
 . "$(dirname "$0")/lib.sh"
-PORT=18085
+PORT=18089
 make_twopkg
 
 upgrade() { # upgrade DESCRIPTION: USR2, then check the new master
