@@ -299,6 +299,29 @@ static int follow_target(cpu_set_t *target, char *units, size_t len)
     return 0;
 }
 
+/* Each fork of a moved master gives it fresh copies of the pages it
+ * writes next (copy-on-write), allocated where its memory policy says, not
+ * where its memory was moved: once a burst of forks is over, the pages are
+ * moved again. */
+#define TOUCH_UP_NS (200 * 1000 * 1000ULL)
+static uint64_t touch_up_at;
+
+static void plan_touch_up(void)
+{
+    if (self.moved && ma_cfg.migrate && !ma_cfg.dry_run && brood.following)
+        touch_up_at = now_ns() + TOUCH_UP_NS;
+}
+
+static void touch_up_if_due(void)
+{
+    if (!touch_up_at || now_ns() < touch_up_at)
+        return;
+    touch_up_at = 0;
+    if (self.moved && brood.following)
+        ma_log(MA_LOG_INFO, "master %d after its later forks: %s", getpid(),
+               ma_memory_follow(&brood.lead_mask));
+}
+
 /* Acts on the leader choice after any event. */
 static void apply_decision(void)
 {
@@ -323,6 +346,7 @@ static void apply_decision(void)
             time_since_pin(after, sizeof after);
             log_followed(&target, units, after,
                          ma_memory_follow(&brood.lead_mask));
+            plan_touch_up();
         }
         return;
     }
@@ -397,15 +421,18 @@ static int drain_channels(int timeout)
     return n;
 }
 
-/* Milliseconds until a deferred decision is due, or -1 for none. */
-static int settle_timeout(void)
+/* Milliseconds until the earliest of a deferred decision and a touch-up,
+ * or -1 for none. */
+static int listener_timeout(void)
 {
-    uint64_t now = now_ns();
-    if (!brood.wait_until)
+    uint64_t now = now_ns(), due = brood.wait_until;
+    if (touch_up_at && (!due || touch_up_at < due))
+        due = touch_up_at;
+    if (!due)
         return -1;
-    if (brood.wait_until <= now)
+    if (due <= now)
         return 0;
-    return (int)((brood.wait_until - now + 999999) / 1000000);
+    return (int)((due - now + 999999) / 1000000);
 }
 
 static void *listener(void *arg)
@@ -423,9 +450,11 @@ static void *listener(void *arg)
         pthread_mutex_lock(&lock);
         for (int i = 0; i < n; i++)
             read_channel(ev[i].data.fd);
-        if (n == 0)
+        if (n == 0) {
             apply_decision();
-        timeout = settle_timeout();
+            touch_up_if_due();
+        }
+        timeout = listener_timeout();
         pthread_mutex_unlock(&lock);
     }
 }
@@ -500,7 +529,7 @@ static void warn_no_channel(const char *why)
            "followed", getpid(), why);
 }
 
-static struct prefork prepare_fork(void)
+static struct prefork prepare_fork(uint64_t asked_ns)
 {
     struct prefork pf = {.master_end = -1, .child_end = -1};
     int sv[2];
@@ -509,7 +538,7 @@ static struct prefork prepare_fork(void)
         return pf;
     drain_channels(0);
     ma_memory_prefork();
-    pf.place = ma_brood_place(&brood, now_ns());
+    pf.place = ma_brood_place(&brood, asked_ns);
     if (brood.n >= MA_MAX_CHILDREN) {
         warn_no_channel("too many children");
         return pf;
@@ -564,6 +593,7 @@ static void after_fork_in_parent(const struct prefork *pf, pid_t pid)
             ma_brood_forget(&brood, c);
         close_keeping_errno(pf->master_end);
     }
+    plan_touch_up();
     start_listening();
 }
 
@@ -599,6 +629,7 @@ EXPORT pid_t fork(void)
 {
     struct prefork pf;
     int saved_errno = errno;
+    uint64_t asked;
     pid_t pid;
 
     pthread_once(&load_once, load);
@@ -608,8 +639,11 @@ EXPORT pid_t fork(void)
     }
     if (!ma_cfg.active)
         return real.fork();
+    /* Taken before the lock: the listener may hold it for a while (moving
+     * memory), and that wait is no gap between two forks of a burst. */
+    asked = now_ns();
     pthread_mutex_lock(&lock);
-    pf = prepare_fork();
+    pf = prepare_fork(asked);
     errno = saved_errno;
     pid = real.fork();
     saved_errno = errno;

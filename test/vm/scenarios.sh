@@ -122,6 +122,9 @@ else
     grep 'masteraff:' /tmp/error.log | sed 's/^/# /'
     is "$(percent_on shared "$far_node" "$m" | awk '{print ($1 >= 95)}')" 1 \
         "at least 95% of the shared zones' pages on node $far_node"
+    # The master's own later forks leave it fresh copies of the pages it
+    # writes; the library moves those too once the forks are over.
+    wait_for "[ \$(percent_on private $far_node $m) -ge 95 ]"
     masteraff status "$m" | sed 's/^/# status: /'
     is "$(percent_on private "$far_node" "$m" | awk '{print ($1 >= 95)}')" 1 \
         "at least 95% of the master's private pages on node $far_node"
