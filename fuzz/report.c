@@ -5,19 +5,13 @@
  * which decode again to the same report. */
 #define _GNU_SOURCE
 #include "affinity.h"
+#include "check.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(cond)                                                          \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "check failed: %s (line %d)\n", #cond, __LINE__); \
-            abort();                                                         \
-        }                                                                    \
-    } while (0)
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {

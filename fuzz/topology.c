@@ -17,6 +17,7 @@
  * without the CPU asked for, or of a level narrower than asked. */
 #define _GNU_SOURCE
 #include "affinity.h"
+#include "check.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,13 +29,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define CHECK(cond)                                                          \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "check failed: %s (line %d)\n", #cond, __LINE__); \
-            abort();                                                         \
-        }                                                                    \
-    } while (0)
 
 static const char *const files[] = {
     "topology/package_cpus_list", "topology/core_siblings_list",

@@ -27,24 +27,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "helpers.h"
+
 #define MARK 4242 /* an errno value no call sets */
 
-static int failures;
-
-static void check(int cond, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void check(int cond, const char *fmt, ...)
-{
-    va_list ap;
-    printf("%s - ", cond ? "ok" : "not ok");
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    putchar('\n');
-    fflush(stdout);
-    if (!cond)
-        failures++;
-}
 
 static const char *who = "parent";
 

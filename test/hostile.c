@@ -37,24 +37,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "helpers.h"
+
 #define FLOOD 1000000
 
-static int failures;
-
-static void check(int cond, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void check(int cond, const char *fmt, ...)
-{
-    va_list ap;
-    printf("%s - ", cond ? "ok" : "not ok");
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    putchar('\n');
-    fflush(stdout);
-    if (!cond)
-        failures++;
-}
 
 static void sleep_ms(long ms)
 {
@@ -281,26 +267,6 @@ static int wait_master_on(const char *want, int secs)
     return 0;
 }
 
-/* The master's channels: its SOCK_SEQPACKET descriptors. */
-static int channels(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    struct dirent *de;
-    int n = 0;
-    if (!d)
-        return -1;
-    while ((de = readdir(d))) {
-        int fd = atoi(de->d_name), type;
-        socklen_t len = sizeof type;
-        if (de->d_name[0] != '.' && fd != dirfd(d) &&
-            getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&
-            type == SOCK_SEQPACKET)
-            n++;
-    }
-    closedir(d);
-    return n;
-}
-
 /* Descriptors of /dev/null: what the fdpass child sends. */
 static int devnulls(void)
 {
@@ -328,7 +294,7 @@ static int devnulls(void)
 static int wait_fds(int want, int nulls, int secs)
 {
     for (int i = 0; i < secs * 100; i++) {
-        if (channels() == want && devnulls() <= nulls)
+        if (seqpacket_fds() == want && devnulls() <= nulls)
             return 1;
         sleep_ms(10);
     }
@@ -423,7 +389,7 @@ static int mode_junk(void)
     ok = wait_fds(1, nulls, 10);
     check(ok, "no descriptor left over from the attackers: %d channels (want "
           "1, worker 0's), %d descriptors of /dev/null (want %d)",
-          channels(), devnulls(), nulls);
+          seqpacket_fds(), devnulls(), nulls);
     check(strcmp(master_cpus(buf, sizeof buf), "1") == 0,
           "after the attacks the master is still on CPU 1 (all threads: %s)",
           buf);
@@ -448,7 +414,7 @@ static int mode_junk(void)
     reap(w0, 10);
     reap(w1, 10);
     ok = wait_fds(0, nulls, 10);
-    check(ok, "with no child left, no channel is left: %d", channels());
+    check(ok, "with no child left, no channel is left: %d", seqpacket_fds());
     return failures != 0;
 }
 

@@ -30,43 +30,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "helpers.h"
+
 #define MARK 4242
 
-static int failures;
-
-static void check(int cond, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void check(int cond, const char *fmt, ...)
-{
-    va_list ap;
-    printf("%s - ", cond ? "ok" : "not ok");
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    putchar('\n');
-    fflush(stdout);
-    if (!cond)
-        failures++;
-}
-
-static int seqpacket_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    struct dirent *de;
-    int n = 0;
-    if (!d)
-        return -1;
-    while ((de = readdir(d))) {
-        int fd = atoi(de->d_name), type;
-        socklen_t len = sizeof type;
-        if (de->d_name[0] != '.' && fd != dirfd(d) &&
-            getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&
-            type == SOCK_SEQPACKET)
-            n++;
-    }
-    closedir(d);
-    return n;
-}
 
 static void sleep_ms(long ms)
 {

@@ -21,24 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int has_channel(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    struct dirent *de;
-    int n = 0;
-    if (!d)
-        return 0;
-    while ((de = readdir(d))) {
-        int fd = atoi(de->d_name), type;
-        socklen_t len = sizeof type;
-        if (de->d_name[0] != '.' && fd != dirfd(d) &&
-            getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&
-            type == SOCK_SEQPACKET)
-            n++;
-    }
-    closedir(d);
-    return n > 0;
-}
+#include "helpers.h"
 
 static int has_listener(void)
 {
@@ -90,7 +73,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (pid == 0)
-        _exit(has_channel() ? 10 : 0);
+        _exit(seqpacket_fds() > 0 ? 10 : 0);
     if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) {
         fprintf(stderr, "secure: the child did not exit\n");
         return 2;
