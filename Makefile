@@ -42,7 +42,7 @@ $(CMD): $(CMD_SRC) $(CMD_HDR)
 test/t_%: test/t_%.c affinity.c affinity.h test/tap.h
 	$(CC) $(TEST_CFLAGS) -o $@ $< affinity.c
 
-$(TEST_HELPERS): test/%: test/%.c affinity.h
+$(TEST_HELPERS): test/%: test/%.c affinity.h test/helpers.h
 	$(CC) $(WARN) -g -O1 -pthread -o $@ $< -ldl
 
 # The unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.

@@ -26,8 +26,9 @@ check(int cond, const char *fmt, ...)
         failures++;
 }
 
-/* The library's channels are this process's SOCK_SEQPACKET descriptors. */
-static inline int seqpacket_fds(void)
+/* This process's sockets of a type (0: any), the last one found in *last
+ * when last is not NULL; -1 when /proc cannot be read. */
+static inline int sockets_of_type(int want, int *last)
 {
     DIR *d = opendir("/proc/self/fd");
     struct dirent *de;
@@ -39,11 +40,20 @@ static inline int seqpacket_fds(void)
         socklen_t len = sizeof type;
         if (de->d_name[0] != '.' && fd != dirfd(d) &&
             getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&
-            type == SOCK_SEQPACKET)
+            (want == 0 || type == want)) {
+            if (last)
+                *last = fd;
             n++;
+        }
     }
     closedir(d);
     return n;
+}
+
+/* The library's channels are this process's SOCK_SEQPACKET descriptors. */
+static inline int seqpacket_fds(void)
+{
+    return sockets_of_type(SOCK_SEQPACKET, NULL);
 }
 
 #endif

@@ -53,23 +53,8 @@ static void sleep_ms(long ms)
 /* The library's channel: the only SOCK_SEQPACKET descriptor. */
 static int channel(void)
 {
-    DIR *d = opendir("/proc/self/fd");
-    struct dirent *de;
-    int found = -1, n = 0;
-    if (!d)
-        return -1;
-    while ((de = readdir(d))) {
-        int fd = atoi(de->d_name), type;
-        socklen_t len = sizeof type;
-        if (de->d_name[0] != '.' && fd != dirfd(d) &&
-            getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&
-            type == SOCK_SEQPACKET) {
-            found = fd;
-            n++;
-        }
-    }
-    closedir(d);
-    return n == 1 ? found : -1;
+    int fd = -1;
+    return sockets_of_type(SOCK_SEQPACKET, &fd) == 1 ? fd : -1;
 }
 
 /* A report as ma_report_encode writes it, with any version and mask. */
