@@ -61,19 +61,26 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
     int report_fd;     /* channel to the parent, or -1 */
     pid_t parent;      /* who report_fd leads to */
-    bool master;       /* has forked with a channel: listens to children */
     bool listening;    /* its listener thread runs */
     bool gave_up;      /* could not become a master; logged once */
     bool warned_channel;
-    int epoll_fd;
+    int epoll_fd;      /* a master's set of channels to its children */
     cpu_set_t original;
     cpu_set_t placed;  /* the mask the master was last given */
-    bool moved;        /* placed differs from original */
-    bool refusing;     /* the leader mask in refused could not be followed */
-    cpu_set_t refused;
+    cpu_set_t handled; /* the leader mask last followed or refused */
 } self = {.report_fd = -1, .epoll_fd = -1};
 
 static struct ma_brood brood;
+
+static bool is_master(void)
+{
+    return self.epoll_fd >= 0;
+}
+
+static bool moved(void)
+{
+    return !CPU_EQUAL(&self.placed, &self.original);
+}
 
 /* The channel made for one fork, before it happens. */
 struct prefork {
@@ -249,23 +256,11 @@ static int place_master(const cpu_set_t *target)
         return -1;
     }
     self.placed = *target;
-    self.moved = !CPU_EQUAL(target, &self.original);
     return 0;
 }
 
 /* The leader's scope, clamped to the original mask. Returns 0, or -1 after
  * saying why the master stays. */
-/* A leader mask the master could not follow is said once, not at every
- * later event that leaves it unchanged. */
-static bool refused_before(void)
-{
-    if (self.refusing && CPU_EQUAL(&self.refused, &brood.lead_mask))
-        return true;
-    self.refusing = true;
-    self.refused = brood.lead_mask;
-    return false;
-}
-
 static int follow_target(cpu_set_t *target, char *units, size_t len)
 {
     struct ma_unit u[16];
@@ -277,23 +272,20 @@ static int follow_target(cpu_set_t *target, char *units, size_t len)
      * read about them. */
     CPU_AND(&lead, &brood.lead_mask, &self.original);
     if (CPU_COUNT(&lead) == 0) {
-        if (!refused_before())
-            ma_log(MA_LOG_WARN, "worker %d is on CPUs %s, outside master "
-                   "%d's CPUs %s; master not moved", brood.lead_pid,
-                   cpus_text(&brood.lead_mask, cpus, sizeof cpus), getpid(),
-                   cpus_text(&self.original, orig, sizeof orig));
+        ma_log(MA_LOG_WARN, "worker %d is on CPUs %s, outside master %d's "
+               "CPUs %s; master not moved", brood.lead_pid,
+               cpus_text(&brood.lead_mask, cpus, sizeof cpus), getpid(),
+               cpus_text(&self.original, orig, sizeof orig));
         return -1;
     }
     if (ma_scope_expand(ma_cfg.sysfs, ma_cfg.scope, &lead, target, u, 16,
                         &n) < 0) {
-        if (!refused_before())
-            ma_log(MA_LOG_WARN, "cannot read the %s of CPUs %s under %s: %s; "
-                   "master %d not moved", ma_scope_name(ma_cfg.scope),
-                   cpus_text(&lead, cpus, sizeof cpus), ma_cfg.sysfs,
-                   strerror(errno), getpid());
+        ma_log(MA_LOG_WARN, "cannot read the %s of CPUs %s under %s: %s; "
+               "master %d not moved", ma_scope_name(ma_cfg.scope),
+               cpus_text(&lead, cpus, sizeof cpus), ma_cfg.sysfs,
+               strerror(errno), getpid());
         return -1;
     }
-    self.refusing = false;
     ma_units_describe(u, n, units, len);
     CPU_AND(target, target, &self.original);
     return 0;
@@ -308,7 +300,7 @@ static uint64_t touch_up_at;
 
 static void plan_touch_up(void)
 {
-    if (self.moved && ma_cfg.migrate && !ma_cfg.dry_run && brood.following)
+    if (moved() && ma_cfg.migrate && !ma_cfg.dry_run && brood.following)
         touch_up_at = now_ns() + TOUCH_UP_NS;
 }
 
@@ -317,7 +309,7 @@ static void touch_up_if_due(void)
     if (!touch_up_at || now_ns() < touch_up_at)
         return;
     touch_up_at = 0;
-    if (self.moved && brood.following)
+    if (moved() && brood.following)
         ma_log(MA_LOG_INFO, "master %d after its later forks: %s", getpid(),
                ma_memory_follow(&brood.lead_mask));
 }
@@ -333,12 +325,18 @@ static void apply_decision(void)
     case MA_WAIT:
         return;
     case MA_RESTORE:
+        CPU_ZERO(&self.handled);
         if (place_master(&self.original) == 0) {
             ma_memory_restore();
             log_restored();
         }
         return;
     case MA_FOLLOW:
+        /* Most events (a death, a sibling's pin, a fork) leave the leader's
+         * mask as it was: it was followed, or refused and said, already. */
+        if (CPU_EQUAL(&brood.lead_mask, &self.handled))
+            return;
+        self.handled = brood.lead_mask;
         if (follow_target(&target, units, sizeof units) < 0)
             return;
         if (place_master(&target) == 0) {
@@ -503,20 +501,20 @@ static void drop_orphan_channel(void)
  * in a child that itself never has a thread. */
 static bool become_master(void)
 {
-    if (self.master || self.gave_up)
-        return self.master;
+    if (is_master() || self.gave_up)
+        return is_master();
     if (real.sched_getaffinity(0, sizeof self.original, &self.original) < 0) {
         give_up("cannot read its own affinity", errno);
         return false;
     }
     self.placed = self.original;
+    CPU_ZERO(&self.handled);
     self.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     if (self.epoll_fd < 0) {
         give_up("cannot create its epoll set", errno);
         return false;
     }
     ma_brood_init(&brood);
-    self.master = true;
     return true;
 }
 
@@ -560,13 +558,12 @@ static void stop_being_master(void)
     brood.n = 0;
     close(self.epoll_fd);
     self.epoll_fd = -1;
-    self.master = false;
 }
 
 static void start_listening(void)
 {
     int rc;
-    if (self.listening || !self.master)
+    if (self.listening || !is_master())
         return;
     rc = start_listener();
     if (rc == 0) {
@@ -610,18 +607,17 @@ static void after_fork_in_child(const struct prefork *pf)
         close(self.report_fd);
     if (pf->master_end >= 0)
         close(pf->master_end);
-    if (self.moved)
+    if (moved())
         real.sched_setaffinity(0, sizeof self.original, &self.original);
     ma_memory_drop_policy();
     brood.n = 0;
     self.report_fd = pf->child_end;
     self.parent = getppid();
-    self.master = false;
     self.listening = false;
     self.gave_up = false;
     self.warned_channel = false;
     self.epoll_fd = -1;
-    self.moved = false;
+    self.placed = self.original;
     memcpy(&lock, &unlocked, sizeof lock);
 }
 
@@ -726,7 +722,7 @@ static bool same_program(const char *path)
  * where the program started. If exec fails the master is put back. */
 static bool leave_placement(void)
 {
-    if (!ma_cfg.active || !self.moved)
+    if (!ma_cfg.active || !moved())
         return false;
     real.sched_setaffinity(0, sizeof self.original, &self.original);
     ma_memory_drop_policy();
