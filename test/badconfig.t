@@ -17,10 +17,7 @@ run_nginx() {
         start_nginx
     )
     ok $? "$*: nginx starts"
-    wait_workers
-    m=$(master_pid)
-    read -r w0 w1 <<<"$(workers)"
-    wait_pinned "$w0" "$w1"
+    wait_pinned_workers
     ok $? "$*: the workers pin themselves to CPUs 1 and 0"
     serves
     ok $? "$*: nginx serves"

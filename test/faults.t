@@ -9,19 +9,7 @@
 . "$(dirname "$0")/lib.sh"
 PORT=18201 # used by lib.sh
 
-for p in errnos orphan mtmaster; do
-    [ -x "$SRCDIR/test/$p" ] || { echo "Bail out! test/$p is not built (make test/$p)"; exit 1; }
-done
-
-bg_pids=()
-faults_cleanup() {
-    local p
-    for p in "${bg_pids[@]}"; do
-        kill -9 "$p" 2>/dev/null
-    done
-    cleanup
-}
-trap faults_cleanup EXIT
+need_programs errnos orphan mtmaster
 
 make_twopkg
 
@@ -119,10 +107,7 @@ for kind in nowhere broken-empty broken-garbage broken-truncated broken-missing-
     fresh_logs
     MASTERAFF_SYSFS=$sys start_nginx
     ok $? "$kind: nginx starts"
-    wait_workers
-    m=$(master_pid)
-    read -r w0 w1 <<<"$(workers)"
-    wait_pinned "$w0" "$w1"
+    wait_pinned_workers
     ok $? "$kind: the workers pin themselves"
     pat="\[warn\] .*masteraff: cannot read the package of CPUs 1 under $sys: .*; master $m not moved"
     wait_for 'has_line "$pat"'
@@ -150,10 +135,7 @@ fresh_logs
 env LD_PRELOAD="$LIB" MASTERAFF_SYSFS="$T/sys" taskset -c 0 \
     "$NGINX" -c "$T/nginx.conf" 2>"$T/stderr"
 ok $? "taskset -c 0 nginx starts"
-wait_workers
-m=$(master_pid)
-read -r w0 w1 <<<"$(workers)"
-wait_pinned "$w0" "$w1"
+wait_pinned_workers
 ok $? "worker 0 pins itself to CPU 1, worker 1 to CPU 0"
 pat="\[warn\] .*masteraff: worker $w0 is on CPUs 1, outside master $m's CPUs 0; master not moved"
 wait_for 'has_line "$pat"'

@@ -12,19 +12,7 @@
 # valid reports thrown at it: under 1 s.
 CPU_BOUND_US=1000000
 
-for p in hostile secure; do
-    [ -x "$SRCDIR/test/$p" ] || { echo "Bail out! test/$p is not built (make test/$p)"; exit 1; }
-done
-
-bg_pids=()
-hostile_cleanup() {
-    local p
-    for p in "${bg_pids[@]}"; do
-        kill -9 "$p" 2>/dev/null
-    done
-    cleanup
-}
-trap hostile_cleanup EXIT
+need_programs hostile secure
 
 make_twopkg
 

@@ -120,7 +120,14 @@ stop_nginx() {
     rm -f "$T/nginx.pid"
 }
 
+# Processes a test started in the background, killed when it ends.
+bg_pids=()
+
 cleanup() {
+    local p
+    for p in "${bg_pids[@]}"; do
+        kill -9 "$p" 2>/dev/null
+    done
     stop_nginx
     rm -rf "$T"
 }
@@ -158,4 +165,21 @@ wait_new_workers() {
 # (worker_cpu_affinity 10 01).
 wait_pinned() {
     wait_for "[ \"\$(cpus_of $1)\" = 1 ] && [ \"\$(cpus_of $2)\" = 0 ]"
+}
+
+# Waits for the two workers of a start with worker_cpu_affinity 10 01 to
+# pin themselves; sets m, w0 and w1.
+wait_pinned_workers() {
+    wait_workers
+    m=$(master_pid)
+    read -r w0 w1 <<<"$(workers)"
+    wait_pinned "$w0" "$w1"
+}
+
+# Bails out unless the test programs named (test/NAME, built by make) exist.
+need_programs() {
+    local p
+    for p in "$@"; do
+        [ -x "$SRCDIR/test/$p" ] || { echo "Bail out! test/$p is not built (make test/$p)"; exit 1; }
+    done
 }

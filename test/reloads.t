@@ -75,10 +75,7 @@ stop_nginx
 : >"$T/error.log"
 start_nginx
 ok $? "nginx starts with the library"
-wait_workers
-m=$(master_pid)
-read -r w0 w1 <<<"$(workers)"
-wait_pinned "$w0" "$w1"
+wait_pinned_workers
 wait_for "[ \"\$(cpus_of $m)\" = 1 ]"
 is "$(cpus_of "$m")" 1 "master follows worker 0 to CPU 1"
 
