@@ -42,9 +42,10 @@ void ma_log(enum ma_log_level level, const char *fmt, ...)
     va_end(ap);
     n = strlen(line);
     line[n++] = '\n';
-    /* One write, so the line is not interleaved with nginx's own. */
+    /* One write, so the line is not interleaved with nginx's own; a log
+     * that cannot be written is nothing the program should hear about. */
     if (write(STDERR_FILENO, line, n) < 0)
-        errno = e;
+        n = 0;
     errno = e;
 }
 

@@ -52,7 +52,7 @@ static int preferred_node = -1;
 static int applied_node = -1;
 
 struct moved {
-    unsigned long moved, left, total;
+    unsigned long moved, left;
     int flags;
 };
 
@@ -129,7 +129,6 @@ static void move_queued(int node, struct moved *m)
     for (unsigned long i = 0; i < n; i++) {
         if (before[i] < 0)
             continue;
-        m->total++;
         if (after[i] == node && before[i] != node)
             m->moved++;
         else if (after[i] != node)

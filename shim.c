@@ -409,14 +409,17 @@ static void read_channel(int fd)
     }
 }
 
-/* Handles what is ready now, without waiting (timeout 0) or until some. */
-static int drain_channels(int timeout)
+static void read_ready(const struct epoll_event *ev, int n)
 {
-    struct epoll_event ev[32];
-    int n = epoll_wait(self.epoll_fd, ev, 32, timeout);
     for (int i = 0; i < n; i++)
         read_channel(ev[i].data.fd);
-    return n;
+}
+
+/* Before a fork: what children said (or their deaths) up to now. */
+static void drain_channels(void)
+{
+    struct epoll_event ev[32];
+    read_ready(ev, epoll_wait(self.epoll_fd, ev, 32, 0));
 }
 
 /* Milliseconds until the earliest of a deferred decision and a touch-up,
@@ -446,8 +449,7 @@ static void *listener(void *arg)
             return NULL;
         }
         pthread_mutex_lock(&lock);
-        for (int i = 0; i < n; i++)
-            read_channel(ev[i].data.fd);
+        read_ready(ev, n);
         if (n == 0) {
             apply_decision();
             touch_up_if_due();
@@ -534,7 +536,7 @@ static struct prefork prepare_fork(uint64_t asked_ns)
     drop_orphan_channel();
     if (!become_master())
         return pf;
-    drain_channels(0);
+    drain_channels();
     ma_memory_prefork();
     pf.place = ma_brood_place(&brood, asked_ns);
     if (brood.n >= MA_MAX_CHILDREN) {
