@@ -56,9 +56,28 @@ static void bad_value(const char *var, const char *value, const char *accepted)
            var, value, accepted);
 }
 
-/* ---- the target programs ---- */
+/* ---- the target programs ----
+ *
+ * This part runs in every program the library is preloaded in, so it calls
+ * libc only where a short loop would not do: the first call of each libc
+ * function costs a symbol lookup, which is most of what the library adds
+ * to a program it leaves alone. */
 
 #define DEFAULT_PROGRAMS "nginx*,openresty*,angie*,freenginx*,tengine*"
+
+/* getenv, read from environ, which is still the one the program started
+ * with. */
+static const char *variable(const char *name)
+{
+    for (char **e = environ; e && *e; e++) {
+        const char *n = name, *v = *e;
+        while (*n && *n == *v)
+            n++, v++;
+        if (!*n && *v == '=')
+            return v + 1;
+    }
+    return NULL;
+}
 
 static bool patterns_valid(const char *list)
 {
@@ -75,37 +94,109 @@ static bool patterns_valid(const char *list)
     }
 }
 
-static bool name_matches(const char *list, const char *name)
+static size_t pattern_length(const char *p)
+{
+    size_t len = 0;
+    while (p[len] && p[len] != ',')
+        len++;
+    return len;
+}
+
+static bool is_wildcard(char c)
+{
+    return c == '*' || c == '?' || c == '[' || c == '\\';
+}
+
+static bool fnmatch_pattern(const char *p, size_t len, const char *name)
 {
     char pattern[256];
+    if (len >= sizeof pattern)
+        return false;
+    memcpy(pattern, p, len);
+    pattern[len] = '\0';
+    return fnmatch(pattern, name, 0) == 0;
+}
+
+/* Up to its first wildcard a pattern is literal, and most patterns
+ * ("nginx*", "uwsgi") end there or with one '*': those need no fnmatch. */
+static bool pattern_matches(const char *p, size_t len, const char *name)
+{
+    size_t i = 0;
+    for (; i < len && !is_wildcard(p[i]); i++)
+        if (p[i] != name[i])
+            return false;
+    if (i == len)
+        return !name[i];
+    if (p[i] == '*' && i + 1 == len)
+        return true;
+    return fnmatch_pattern(p, len, name);
+}
+
+static bool name_matches(const char *list, const char *name)
+{
     const char *p = list;
     for (;;) {
-        size_t len = strcspn(p, ",");
-        if (len < sizeof pattern) {
-            memcpy(pattern, p, len);
-            pattern[len] = '\0';
-            if (fnmatch(pattern, name, 0) == 0)
-                return true;
-        }
+        size_t len = pattern_length(p);
+        if (pattern_matches(p, len, name))
+            return true;
         if (!p[len])
             return false;
         p += len + 1;
     }
 }
 
-/* The executable's file name: argv[0] may be anything. buf gets the path. */
+static bool ends_with(const char *s, size_t len, const char *suffix,
+                      size_t suffix_len)
+{
+    if (len < suffix_len)
+        return false;
+    for (size_t i = 0; i < suffix_len; i++)
+        if (s[len - suffix_len + i] != suffix[i])
+            return false;
+    return true;
+}
+
+static const char *file_name(const char *path)
+{
+    const char *name = path;
+    for (const char *c = name; *c; c++)
+        if (*c == '/')
+            name = c + 1;
+    return name;
+}
+
+/* The executable's file name: argv[0] may be anything. Without /proc, the
+ * path it was started by. buf gets the path. */
 static const char *program_name(char *buf, size_t len)
 {
+    static const char deleted[] = " (deleted)";
     ssize_t n = readlink("/proc/self/exe", buf, len - 1);
-    const char *deleted = " (deleted)", *slash;
-    if (n <= 0)
-        return program_invocation_short_name;
+    if (n <= 0) {
+        const char *path = (const char *)getauxval(AT_EXECFN);
+        snprintf(buf, len, "%s", path ? path : "");
+        return file_name(buf);
+    }
+    if (ends_with(buf, (size_t)n, deleted, sizeof deleted - 1))
+        n -= (ssize_t)(sizeof deleted - 1);
     buf[n] = '\0';
-    if ((size_t)n > strlen(deleted) &&
-        strcmp(buf + n - strlen(deleted), deleted) == 0)
-        buf[n - strlen(deleted)] = '\0';
-    slash = strrchr(buf, '/');
-    return slash ? slash + 1 : buf;
+    return file_name(buf);
+}
+
+bool ma_config_target(void)
+{
+    const char *programs = variable("MASTERAFF_PROGRAMS");
+    /* A set-user-ID program must not be steered by its caller's
+     * environment. */
+    if (programs && !patterns_valid(programs)) {
+        if (!getauxval(AT_SECURE))
+            bad_value("MASTERAFF_PROGRAMS", programs,
+                      "comma-separated shell patterns of executable file "
+                      "names, such as nginx*,uwsgi, or *");
+        return false;
+    }
+    return name_matches(programs ? programs : DEFAULT_PROGRAMS,
+                        program_name(ma_cfg.exe, sizeof ma_cfg.exe)) &&
+           !getauxval(AT_SECURE);
 }
 
 /* ---- the settings ---- */
@@ -184,25 +275,9 @@ static bool parse_var(const char *name, bool (*parse)(const char *))
     return !v || parse(v);
 }
 
-void ma_config_load(bool symbols_ok)
+void ma_config_load(void)
 {
-    const char *programs = getenv("MASTERAFF_PROGRAMS");
-    char *exe = ma_cfg.exe;
     bool ok = true;
-
-    /* A set-user-ID program must not be steered by its caller's
-     * environment. */
-    if (!symbols_ok || getauxval(AT_SECURE))
-        return;
-    if (programs && !patterns_valid(programs)) {
-        bad_value("MASTERAFF_PROGRAMS", programs,
-                  "comma-separated shell patterns of executable file names, "
-                  "such as nginx*,uwsgi, or *");
-        return;
-    }
-    if (!name_matches(programs ? programs : DEFAULT_PROGRAMS,
-                      program_name(exe, sizeof ma_cfg.exe)))
-        return;
     ok &= parse_var("MASTERAFF_LOG", parse_log);
     ok &= parse_var("MASTERAFF_SCOPE", parse_scope);
     ok &= parse_var("MASTERAFF_MIGRATE", parse_migrate);
@@ -212,7 +287,8 @@ void ma_config_load(bool symbols_ok)
     if (ok)
         carry_environment();
     if (ok)
-        ma_log(MA_LOG_DEBUG, "loaded in %s, scope %s, memory %s%s", exe,
-               ma_scope_name(ma_cfg.scope), ma_cfg.migrate ? "on" : "off",
+        ma_log(MA_LOG_DEBUG, "loaded in %s, scope %s, memory %s%s",
+               ma_cfg.exe, ma_scope_name(ma_cfg.scope),
+               ma_cfg.migrate ? "on" : "off",
                ma_cfg.dry_run ? ", dry run" : "");
 }

@@ -33,9 +33,13 @@ struct ma_config {
 
 extern struct ma_config ma_cfg;
 
-/* Reads the MASTERAFF_* variables. symbols_ok says whether the real
- * functions were found; without them the library stays inert. */
-void ma_config_load(bool symbols_ok);
+/* Whether this program is one the library acts in: its executable's name
+ * matches MASTERAFF_PROGRAMS, and it is not set-user-ID. Fills ma_cfg.exe. */
+bool ma_config_target(void);
+
+/* Reads the other MASTERAFF_* variables of a target: ma_cfg.active says
+ * whether they are all valid. */
+void ma_config_load(void);
 
 /* One line on stderr, in the shape of nginx's error log. */
 void ma_log(enum ma_log_level level, const char *fmt, ...)

@@ -30,29 +30,43 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
 typedef pid_t fork_fn(void);
-typedef int setaff_fn(pid_t, size_t, const cpu_set_t *);
-typedef int getaff_fn(pid_t, size_t, cpu_set_t *);
-typedef int thread_setaff_fn(pthread_t, size_t, const cpu_set_t *);
+typedef int sched_setaffinity_fn(pid_t, size_t, const cpu_set_t *);
+typedef int sched_getaffinity_fn(pid_t, size_t, cpu_set_t *);
+typedef int pthread_setaffinity_np_fn(pthread_t, size_t, const cpu_set_t *);
 typedef int execve_fn(const char *, char *const[], char *const[]);
 typedef pid_t setsid_fn(void);
 typedef int execvp_fn(const char *, char *const[]);
 
+/* The definitions the program would call without the library. */
 static struct {
-    fork_fn *fork;
-    setaff_fn *sched_setaffinity;
-    getaff_fn *sched_getaffinity;
-    thread_setaff_fn *pthread_setaffinity_np;
-    execve_fn *execve;
-    setsid_fn *setsid;
-    execvp_fn *execvp;
+    void *fork, *sched_setaffinity, *sched_getaffinity,
+        *pthread_setaffinity_np, *execve, *setsid, *execvp;
 } real;
+
+/* Marks a slot whose symbol was looked up and not found. */
+#define NOT_FOUND ((void *)&real)
+
+/* The next definition of name, looked up once. A target looks them all up
+ * at load, so its children, between fork and exec, only read the slots; any
+ * other program looks one up when it first calls it, and a program the
+ * library leaves alone pays for no lookup it does not need. */
+static void *next_definition(void **slot, const char *name)
+{
+    void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (!f) {
+        f = dlsym(RTLD_NEXT, name);
+        __atomic_store_n(slot, f ? f : NOT_FOUND, __ATOMIC_RELEASE);
+    }
+    return f == NOT_FOUND ? NULL : f;
+}
+
+#define REAL(name) ((name##_fn *)next_definition(&real.name, #name))
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -88,18 +102,28 @@ struct prefork {
     struct ma_place place;
 };
 
+static bool resolve_all(void)
+{
+    bool required = REAL(fork) && REAL(sched_setaffinity) &&
+                    REAL(sched_getaffinity);
+    /* The others answer ENOSYS when they are missing, as libc would. */
+    REAL(pthread_setaffinity_np);
+    REAL(execve);
+    REAL(setsid);
+    REAL(execvp);
+    return required;
+}
+
 static void load(void)
 {
-    real.fork = (fork_fn *)dlsym(RTLD_NEXT, "fork");
-    real.sched_setaffinity = (setaff_fn *)dlsym(RTLD_NEXT, "sched_setaffinity");
-    real.sched_getaffinity = (getaff_fn *)dlsym(RTLD_NEXT, "sched_getaffinity");
-    real.pthread_setaffinity_np =
-        (thread_setaff_fn *)dlsym(RTLD_NEXT, "pthread_setaffinity_np");
-    real.execve = (execve_fn *)dlsym(RTLD_NEXT, "execve");
-    real.setsid = (setsid_fn *)dlsym(RTLD_NEXT, "setsid");
-    real.execvp = (execvp_fn *)dlsym(RTLD_NEXT, "execvp");
-    ma_config_load(real.fork && real.sched_setaffinity &&
-                   real.sched_getaffinity);
+    if (!ma_config_target())
+        return;
+    if (!resolve_all()) {
+        ma_log(MA_LOG_ERROR, "fork, sched_setaffinity or sched_getaffinity "
+               "not found after libmasteraff; it stays inert");
+        return;
+    }
+    ma_config_load();
 }
 
 __attribute__((constructor)) static void masteraff_init(void)
@@ -133,7 +157,7 @@ static void report_pin(void)
 {
     struct ma_report r;
     unsigned char msg[MA_REPORT_SIZE];
-    if (real.sched_getaffinity(0, sizeof r.mask, &r.mask) < 0)
+    if (REAL(sched_getaffinity)(0, sizeof r.mask, &r.mask) < 0)
         return;
     r.sent_ns = now_ns();
     ma_report_encode(&r, msg);
@@ -158,13 +182,14 @@ static void report_if_pinned(int rc, bool itself)
 
 EXPORT int sched_setaffinity(pid_t pid, size_t size, const cpu_set_t *mask)
 {
+    sched_setaffinity_fn *next;
     int rc;
     pthread_once(&load_once, load);
-    if (!real.sched_setaffinity) {
+    if (!(next = REAL(sched_setaffinity))) {
         errno = ENOSYS;
         return -1;
     }
-    rc = real.sched_setaffinity(pid, size, mask);
+    rc = next(pid, size, mask);
     report_if_pinned(rc, pins_itself(pid));
     return rc;
 }
@@ -172,11 +197,12 @@ EXPORT int sched_setaffinity(pid_t pid, size_t size, const cpu_set_t *mask)
 EXPORT int pthread_setaffinity_np(pthread_t thread, size_t size,
                                   const cpu_set_t *mask)
 {
+    pthread_setaffinity_np_fn *next;
     int rc;
     pthread_once(&load_once, load);
-    if (!real.pthread_setaffinity_np)
+    if (!(next = REAL(pthread_setaffinity_np)))
         return ENOSYS;
-    rc = real.pthread_setaffinity_np(thread, size, mask);
+    rc = next(thread, size, mask);
     report_if_pinned(rc, pthread_equal(thread, pthread_self()));
     return rc;
 }
@@ -191,11 +217,11 @@ static int place_all_threads(const cpu_set_t *mask)
     int rc = 0;
 
     if (!dir)
-        return real.sched_setaffinity(getpid(), sizeof *mask, mask) |
-               real.sched_setaffinity(0, sizeof *mask, mask);
+        return REAL(sched_setaffinity)(getpid(), sizeof *mask, mask) |
+               REAL(sched_setaffinity)(0, sizeof *mask, mask);
     while ((de = readdir(dir))) {
         pid_t tid = (pid_t)atoi(de->d_name);
-        if (tid > 0 && real.sched_setaffinity(tid, sizeof *mask, mask) < 0 &&
+        if (tid > 0 && REAL(sched_setaffinity)(tid, sizeof *mask, mask) < 0 &&
             errno != ESRCH)
             rc = -1;
     }
@@ -505,7 +531,7 @@ static bool become_master(void)
 {
     if (is_master() || self.gave_up)
         return is_master();
-    if (real.sched_getaffinity(0, sizeof self.original, &self.original) < 0) {
+    if (REAL(sched_getaffinity)(0, sizeof self.original, &self.original) < 0) {
         give_up("cannot read its own affinity", errno);
         return false;
     }
@@ -610,7 +636,7 @@ static void after_fork_in_child(const struct prefork *pf)
     if (pf->master_end >= 0)
         close(pf->master_end);
     if (moved())
-        real.sched_setaffinity(0, sizeof self.original, &self.original);
+        REAL(sched_setaffinity)(0, sizeof self.original, &self.original);
     ma_memory_drop_policy();
     brood.n = 0;
     self.report_fd = pf->child_end;
@@ -628,22 +654,23 @@ EXPORT pid_t fork(void)
     struct prefork pf;
     int saved_errno = errno;
     uint64_t asked;
+    fork_fn *next;
     pid_t pid;
 
     pthread_once(&load_once, load);
-    if (!real.fork) {
+    if (!(next = REAL(fork))) {
         errno = ENOSYS;
         return -1;
     }
     if (!ma_cfg.active)
-        return real.fork();
+        return next();
     /* Taken before the lock: the listener may hold it for a while (moving
      * memory), and that wait is no gap between two forks of a burst. */
     asked = now_ns();
     pthread_mutex_lock(&lock);
     pf = prepare_fork(asked);
     errno = saved_errno;
-    pid = real.fork();
+    pid = next();
     saved_errno = errno;
     if (pid == 0) {
         after_fork_in_child(&pf);
@@ -663,13 +690,14 @@ EXPORT pid_t fork(void)
  * channel would only stay open for nothing. */
 EXPORT pid_t setsid(void)
 {
+    setsid_fn *next;
     pid_t rc;
     pthread_once(&load_once, load);
-    if (!real.setsid) {
+    if (!(next = REAL(setsid))) {
         errno = ENOSYS;
         return -1;
     }
-    rc = real.setsid();
+    rc = next();
     if (rc >= 0 && self.report_fd >= 0) {
         close_keeping_errno(self.report_fd);
         self.report_fd = -1;
@@ -710,7 +738,7 @@ static int execve_carrying(const char *path, char *const argv[],
         if (!has_variable(envp, ma_cfg.carried[i]))
             env[k++] = ma_cfg.carried[i];
     env[k] = NULL;
-    return real.execve(path, argv, env);
+    return REAL(execve)(path, argv, env);
 }
 
 /* The path as nginx passes it (its argv[0]) against the one we loaded in. */
@@ -726,7 +754,7 @@ static bool leave_placement(void)
 {
     if (!ma_cfg.active || !moved())
         return false;
-    real.sched_setaffinity(0, sizeof self.original, &self.original);
+    REAL(sched_setaffinity)(0, sizeof self.original, &self.original);
     ma_memory_drop_policy();
     return true;
 }
@@ -734,7 +762,7 @@ static bool leave_placement(void)
 static int resume_placement(int rc)
 {
     int e = errno;
-    real.sched_setaffinity(0, sizeof self.placed, &self.placed);
+    REAL(sched_setaffinity)(0, sizeof self.placed, &self.placed);
     errno = e;
     return rc;
 }
@@ -742,15 +770,19 @@ static int resume_placement(int rc)
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
     /* No pthread_once here: execve runs between fork and exec, where only
-     * async-signal-safe calls belong. Before the library is loaded, the
-     * system call itself does what glibc's execve would. */
-    if (!real.execve)
-        return (int)syscall(SYS_execve, path, argv, envp);
+     * async-signal-safe calls belong. A program that is not a target looks
+     * execve up there on its first call, as lazy binding of its own call
+     * to execve would have done. */
+    execve_fn *next = REAL(execve);
+    if (!next) {
+        errno = ENOSYS;
+        return -1;
+    }
     if (ma_cfg.active && self.report_fd >= 0 && same_program(path))
         return execve_carrying(path, argv, envp);
     if (leave_placement())
-        return resume_placement(real.execve(path, argv, envp));
-    return real.execve(path, argv, envp);
+        return resume_placement(next(path, argv, envp));
+    return next(path, argv, envp);
 }
 
 /* glibc's execv and execvp reach the kernel without our execve. */
@@ -761,12 +793,13 @@ EXPORT int execv(const char *path, char *const argv[])
 
 EXPORT int execvp(const char *file, char *const argv[])
 {
+    execvp_fn *next;
     pthread_once(&load_once, load);
-    if (!real.execvp) {
+    if (!(next = REAL(execvp))) {
         errno = ENOSYS;
         return -1;
     }
     if (leave_placement())
-        return resume_placement(real.execvp(file, argv));
-    return real.execvp(file, argv);
+        return resume_placement(next(file, argv));
+    return next(file, argv);
 }

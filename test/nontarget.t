@@ -93,4 +93,29 @@ ok "$([ "$(listed "master exec")" -ge 3 ]; echo $?)" "ls exec'd by the target ba
 is "$(section "master exec" | lib_fds)" 0 "ls exec'd by the target bash itself has none"
 [ "$tap_failed" -eq 0 ] || { diag "the target bash printed:"; sed 's/^/#   /' "$T/execs.out"; }
 
+# ---- which programs are targets: MASTERAFF_PROGRAMS against bash's file
+# name (the debug line "loaded in" is written in a target only) ----
+targets_bash() {
+    env LD_PRELOAD="$LIB" MASTERAFF_LOG=debug MASTERAFF_PROGRAMS="$1" \
+        bash -c true 2>&1 | grep -c 'loaded in .*/bash,'
+}
+while read -r pattern want; do
+    is "$(targets_bash "$pattern")" "$want" "MASTERAFF_PROGRAMS='$pattern': bash is $([ "$want" = 1 ] || echo "not ")a target"
+done <<'LIST'
+bash 1
+bas 0
+bashx 0
+bash* 1
+b* 1
+bash? 0
+ba?h 1
+[ab]ash 1
+[!b]ash 0
+*sh 1
+ba\sh 1
+nginx*,bash 1
+nginx*,dash 0
+* 1
+LIST
+
 done_testing
