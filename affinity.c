@@ -409,9 +409,24 @@ static bool unit_listed(const struct ma_unit *units, size_t n,
     return false;
 }
 
+/* The unit at scope holding cpu: from known when one of its units holds
+ * it, else read below root. */
+static int unit_at(const char *root, enum ma_scope scope,
+                   const struct ma_topology *known, int cpu,
+                   struct ma_unit *out)
+{
+    for (size_t i = 0; known && known->scope == scope && i < known->n; i++)
+        if (CPU_ISSET(cpu, &known->units[i].cpus)) {
+            *out = known->units[i];
+            return 0;
+        }
+    return ma_unit_of(root, scope, cpu, out);
+}
+
 int ma_scope_expand(const char *root, enum ma_scope scope,
-                    const cpu_set_t *leader, cpu_set_t *out,
-                    struct ma_unit *units, size_t max_units, size_t *n_units)
+                    const struct ma_topology *known, const cpu_set_t *leader,
+                    cpu_set_t *out, struct ma_unit *units, size_t max_units,
+                    size_t *n_units)
 {
     cpu_set_t all;
     size_t n = 0;
@@ -438,7 +453,7 @@ int ma_scope_expand(const char *root, enum ma_scope scope,
             continue;
         if (CPU_ISSET(c, &all))
             continue;
-        if (ma_unit_of(root, scope, c, &u) < 0)
+        if (unit_at(root, scope, known, c, &u) < 0)
             return -1;
         CPU_OR(&all, &all, &u.cpus);
         if (n < max_units && !unit_listed(units, n, &u))
@@ -446,6 +461,19 @@ int ma_scope_expand(const char *root, enum ma_scope scope,
     }
     *out = all;
     *n_units = n;
+    return 0;
+}
+
+int ma_topology_read(const char *root, enum ma_scope scope,
+                     const cpu_set_t *cpus, struct ma_topology *t)
+{
+    cpu_set_t all;
+    t->scope = scope;
+    if (ma_scope_expand(root, scope, NULL, cpus, &all, t->units, MA_MAX_CPUS,
+                        &t->n) < 0) {
+        t->n = 0;
+        return -1;
+    }
     return 0;
 }
 

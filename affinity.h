@@ -70,14 +70,28 @@ struct ma_unit {
 int ma_unit_of(const char *root, enum ma_scope level, int cpu,
                struct ma_unit *out);
 
+/* The units at one scope that hold a set of CPUs, read ahead of need. */
+struct ma_topology {
+    enum ma_scope scope;
+    size_t n;
+    struct ma_unit units[MA_MAX_CPUS];
+};
+
+/* Reads into t the units at `scope` holding the CPUs of `cpus`. Returns 0,
+ * or -1 with errno as ma_scope_expand (t then holds no unit). */
+int ma_topology_read(const char *root, enum ma_scope scope,
+                     const cpu_set_t *cpus, struct ma_topology *t);
+
 /* The scope expansion: union of the units at `scope` holding each CPU of
  * `leader`. Units found are appended to units[] (at most max_units, distinct
  * ones only) and counted in *n_units. Returns 0, or -1 with errno when some
- * CPU's topology cannot be read; a CPU inside a unit already found is not
- * looked up again. */
+ * CPU's topology cannot be read; a CPU inside a unit already found, or held
+ * by a unit of `known` (read at the same scope; may be NULL), is not looked
+ * up again. */
 int ma_scope_expand(const char *root, enum ma_scope scope,
-                    const cpu_set_t *leader, cpu_set_t *out,
-                    struct ma_unit *units, size_t max_units, size_t *n_units);
+                    const struct ma_topology *known, const cpu_set_t *leader,
+                    cpu_set_t *out, struct ma_unit *units, size_t max_units,
+                    size_t *n_units);
 
 /* Describes the units as "package 0", "packages 0,1", "node 3", "CPU 30",
  * "CPUs 2,60", "llc 24-47" into buf; returns buf. */

@@ -12,14 +12,16 @@
  * binary upgrade and give a moved master's new image its original mask.
  *
  * Lock discipline: the helper thread does all its libc work (logging,
- * opendir, localtime) while holding `lock`, and fork() holds `lock` across
- * the real fork, so a child never inherits a libc lock taken by the helper.
+ * reading sysfs and /proc, localtime) while holding `lock`, and fork()
+ * holds `lock` across the real fork, so a child never inherits a libc lock
+ * or a descriptor taken by the helper.
  */
 #define _GNU_SOURCE
 #include "affinity.h"
 #include "internal.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -85,6 +87,11 @@ static struct {
 } self = {.report_fd = -1, .epoll_fd = -1};
 
 static struct ma_brood brood;
+
+/* The units of the master's own CPUs, read when it starts listening, so
+ * that following a worker reads no file. What could not be read then is
+ * read, and its failure said, when a worker needs it. */
+static struct ma_topology topology;
 
 static bool is_master(void)
 {
@@ -209,23 +216,38 @@ EXPORT int pthread_setaffinity_np(pthread_t thread, size_t size,
 
 /* ---- the master's side: placing itself ---- */
 
-/* sched_setaffinity changes one thread: give the mask to every thread. */
-static int place_all_threads(const cpu_set_t *mask)
+/* Gives mask to the threads listed in one getdents64 buffer. */
+static int place_listed_threads(const char *buf, ssize_t len,
+                                const cpu_set_t *mask)
 {
-    DIR *dir = opendir("/proc/self/task");
-    struct dirent *de;
     int rc = 0;
-
-    if (!dir)
-        return REAL(sched_setaffinity)(getpid(), sizeof *mask, mask) |
-               REAL(sched_setaffinity)(0, sizeof *mask, mask);
-    while ((de = readdir(dir))) {
+    for (ssize_t off = 0; off < len;) {
+        const struct dirent64 *de = (const struct dirent64 *)(buf + off);
         pid_t tid = (pid_t)atoi(de->d_name);
         if (tid > 0 && REAL(sched_setaffinity)(tid, sizeof *mask, mask) < 0 &&
             errno != ESRCH)
             rc = -1;
+        off += de->d_reclen;
     }
-    closedir(dir);
+    return rc;
+}
+
+/* sched_setaffinity changes one thread: give the mask to every thread.
+ * getdents64 rather than readdir: the listener's first malloc would make
+ * it an arena while the master waits to follow. */
+static int place_all_threads(const cpu_set_t *mask)
+{
+    int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    char buf[4096] __attribute__((aligned(8)));
+    ssize_t len;
+    int rc = 0;
+
+    if (fd < 0)
+        return REAL(sched_setaffinity)(getpid(), sizeof *mask, mask) |
+               REAL(sched_setaffinity)(0, sizeof *mask, mask);
+    while ((len = getdents64(fd, buf, sizeof buf)) > 0)
+        rc |= place_listed_threads(buf, len, mask);
+    close(fd);
     return rc;
 }
 
@@ -304,8 +326,8 @@ static int follow_target(cpu_set_t *target, char *units, size_t len)
                cpus_text(&self.original, orig, sizeof orig));
         return -1;
     }
-    if (ma_scope_expand(ma_cfg.sysfs, ma_cfg.scope, &lead, target, u, 16,
-                        &n) < 0) {
+    if (ma_scope_expand(ma_cfg.sysfs, ma_cfg.scope, &topology, &lead, target,
+                        u, 16, &n) < 0) {
         ma_log(MA_LOG_WARN, "cannot read the %s of CPUs %s under %s: %s; "
                "master %d not moved", ma_scope_name(ma_cfg.scope),
                cpus_text(&lead, cpus, sizeof cpus), ma_cfg.sysfs,
@@ -467,6 +489,9 @@ static void *listener(void *arg)
     struct epoll_event ev[32];
     int timeout = -1;
     (void)arg;
+    pthread_mutex_lock(&lock);
+    ma_topology_read(ma_cfg.sysfs, ma_cfg.scope, &self.original, &topology);
+    pthread_mutex_unlock(&lock);
     for (;;) {
         int n = epoll_wait(self.epoll_fd, ev, 32, timeout);
         if (n < 0 && errno != EINTR) {

@@ -13,8 +13,9 @@
  *
  * A field "!" leaves its file out, as does a block cut short; "" is an
  * empty file. Then every ma_unit_of (all scopes, CPUs -1..5) and
- * ma_scope_expand must not crash, leak a descriptor, or return a unit
- * without the CPU asked for, or of a level narrower than asked. */
+ * ma_scope_expand (also from units read ahead by ma_topology_read) must
+ * not crash, leak a descriptor, or return a unit without the CPU asked for,
+ * or of a level narrower than asked. */
 #define _GNU_SOURCE
 #include "affinity.h"
 #include "check.h"
@@ -183,6 +184,31 @@ static void check_units(const cpu_set_t *out, const struct ma_unit *u,
     CHECK(strlen(tiny) < sizeof tiny);
 }
 
+/* The same expansion from the units of every CPU of the tree, read ahead
+ * as a master does: the same guarantees, whatever the tree. */
+static void expand_known(const char *root, enum ma_scope scope, int ncpus,
+                         const cpu_set_t *leader)
+{
+    static struct ma_topology known;
+    struct ma_unit units[16];
+    cpu_set_t all, out, both;
+    size_t n;
+
+    CPU_ZERO(&all);
+    for (int c = 0; c < ncpus; c++)
+        CPU_SET(c, &all);
+    if (ma_topology_read(root, scope, &all, &known) < 0)
+        CHECK(known.n == 0);
+    for (size_t i = 0; i < known.n; i++)
+        CHECK(level_allowed(scope, known.units[i].level));
+    if (ma_scope_expand(root, scope, &known, leader, &out, units, 16, &n) < 0)
+        return;
+    CPU_AND(&both, &out, leader);
+    CHECK(CPU_EQUAL(&both, leader));
+    CHECK(n >= 1 && n <= 16);
+    check_units(&out, units, n);
+}
+
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
     int ncpus, nnodes, fd;
@@ -217,20 +243,21 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
             CHECK(level_allowed((enum ma_scope)s, u.level));
         }
         errno = 0;
-        if (ma_scope_expand(root, (enum ma_scope)s, &leader, &out, units, 16,
-                            &n) == 0) {
+        if (ma_scope_expand(root, (enum ma_scope)s, NULL, &leader, &out,
+                            units, 16, &n) == 0) {
             CPU_AND(&both, &out, &leader);
             CHECK(CPU_EQUAL(&both, &leader));
             CHECK(n >= 1 && n <= 16);
             check_units(&out, units, n);
             /* The same with room for fewer units than there are. */
-            CHECK(ma_scope_expand(root, (enum ma_scope)s, &leader, &both, few,
-                                  2, &n) == 0);
+            CHECK(ma_scope_expand(root, (enum ma_scope)s, NULL, &leader,
+                                  &both, few, 2, &n) == 0);
             CHECK(CPU_EQUAL(&both, &out) && n <= 2);
             check_units(&out, few, n);
         } else {
             CHECK(errno != 0);
         }
+        expand_known(root, (enum ma_scope)s, ncpus, &leader);
     }
     for (int cpu = 0; cpu <= 5; cpu++) {
         int node = ma_node_of_cpu(root, cpu);

@@ -136,7 +136,8 @@ static void expand_is(const char *root, const char *shape,
     snprintf(lead, sizeof lead, "%s", fmt(&leader));
     CPU_ZERO(&out);
     errno = 0;
-    if (!ok(ma_scope_expand(root, scope, &leader, &out, units, 256, &n) == 0,
+    if (!ok(ma_scope_expand(root, scope, NULL, &leader, &out, units, 256,
+                            &n) == 0,
             "%s: %s scope of leader %s expands", shape, sc, lead)) {
         printf("#   errno %d (%s)\n", errno, strerror(errno));
         return;
@@ -441,7 +442,8 @@ static void expand_fails(const char *root, const char *shape,
     snprintf(lead, sizeof lead, "%s", fmt(&leader));
     out = sentinel;
     errno = 0;
-    if (!ok(ma_scope_expand(root, scope, &leader, &out, units, 8, &n) == -1 &&
+    if (!ok(ma_scope_expand(root, scope, NULL, &leader, &out, units, 8,
+                            &n) == -1 &&
                 errno != 0,
             "%s: %s scope of leader %s: -1 with errno", shape, sc, lead)) {
         printf("#   errno %d, out %s, %zu unit(s)\n", errno, fmt(&out), n);
@@ -468,7 +470,7 @@ static void expand_note(const char *root, const char *shape,
 
     snprintf(lead, sizeof lead, "%s", fmt(&leader));
     errno = 0;
-    rc = ma_scope_expand(root, scope, &leader, &out, units, 8, &n);
+    rc = ma_scope_expand(root, scope, NULL, &leader, &out, units, 8, &n);
     printf("# %s: %s scope of leader %s: rc %d errno %d", shape,
            ma_scope_name(scope), lead, rc, errno);
     if (rc == 0)
@@ -611,7 +613,8 @@ static void test_max_units(void)
 
     snprintf(root, sizeof root, "%s/kunpeng920", tmpdir);
     memset(units, 0xa5, sizeof units);
-    rc = ma_scope_expand(root, MA_SCOPE_PACKAGE, &leader, &out, units, 1, &n);
+    rc = ma_scope_expand(root, MA_SCOPE_PACKAGE, NULL, &leader, &out, units,
+                         1, &n);
     ok(rc == 0, "kunpeng920: package scope with max_units 1 succeeds");
     is_str(fmt(&out), "0-95", "kunpeng920: max_units 1: still the union");
     ok(units[1].id == (int)0xa5a5a5a5 && units[2].id == (int)0xa5a5a5a5,
@@ -619,13 +622,74 @@ static void test_max_units(void)
     printf("# kunpeng920: max_units 1: n_units %zu\n", n);
 
     n = 0;
-    rc = ma_scope_expand(root, MA_SCOPE_PACKAGE, &leader, &out, units, 0, &n);
+    rc = ma_scope_expand(root, MA_SCOPE_PACKAGE, NULL, &leader, &out, units,
+                         0, &n);
     ok(rc == 0, "kunpeng920: package scope with max_units 0 succeeds");
     is_str(fmt(&out), "0-95", "kunpeng920: max_units 0: still the union");
     printf("# kunpeng920: max_units 0: n_units %zu\n", n);
 }
 
 /* ma_units_describe stays inside small buffers and handles no units. */
+/* expands leader from t alone (the tree is gone): want_cpus, or "" for a
+ * failure. */
+static void known_is(const struct ma_topology *t, const char *root,
+                     enum ma_scope scope, cpu_set_t leader,
+                     const char *want_cpus, size_t want_units)
+{
+    struct ma_unit units[8];
+    size_t n = 0;
+    cpu_set_t out;
+    char lead[1024];
+    int rc;
+
+    snprintf(lead, sizeof lead, "%s", fmt(&leader));
+    CPU_ZERO(&out);
+    rc = ma_scope_expand(root, scope, t, &leader, &out, units, 8, &n);
+    if (!*want_cpus) {
+        ok(rc == -1, "known units: %s scope of %s needs the tree, and fails",
+           ma_scope_name(scope), lead);
+        return;
+    }
+    ok(rc == 0 && n == want_units, "known units: %s scope of %s expands "
+       "without the tree, %zu unit(s)", ma_scope_name(scope), lead,
+       want_units);
+    is_str(fmt(&out), want_cpus, "known units: %s scope of %s: CPUs",
+           ma_scope_name(scope), lead);
+}
+
+/* A master reads the units of its own CPUs once; a worker's report is then
+ * expanded without a file read. */
+static void test_known(void)
+{
+    static struct ma_topology t;
+    const char *r = tree_as("kunpeng920", "known");
+    char gone[sizeof tmpdir + 32];
+    cpu_set_t package0 = set_of(-1);
+
+    if (!r)
+        return;
+    for (int c = 0; c < 48; c++)
+        CPU_SET(c, &package0);
+    ok(ma_topology_read(r, MA_SCOPE_CLUSTER, &package0, &t) == 0 && t.n == 12,
+       "known units: package 0 of a Kunpeng 920 holds 12 clusters");
+    snprintf(gone, sizeof gone, "%s.gone", r);
+    ok(rename(r, gone) == 0, "known units: the tree is moved away");
+
+    known_is(&t, r, MA_SCOPE_CLUSTER, set_of(30, -1), "28-31", 1);
+    known_is(&t, r, MA_SCOPE_CLUSTER, set_of(2, 40, -1), "0-3,40-43", 2);
+    known_is(&t, r, MA_SCOPE_CLUSTER, set_of(60, -1), "", 0);
+    known_is(&t, r, MA_SCOPE_PACKAGE, set_of(30, -1), "", 0);
+    known_is(&t, r, MA_SCOPE_WORKER, set_of(30, -1), "30", 1);
+
+    t.n = 99;
+    ok(ma_topology_read(r, MA_SCOPE_CLUSTER, &package0, &t) == -1 && t.n == 0,
+       "known units: a tree that cannot be read leaves none");
+    ok(rename(gone, r) == 0, "known units: the tree is back");
+    package0 = set_of(0, 95, -1);
+    ok(ma_topology_read(r, MA_SCOPE_PACKAGE, &package0, &t) == 0 && t.n == 2,
+       "known units: CPUs 0 and 95 are in 2 packages");
+}
+
 static void test_describe_small(void)
 {
     struct ma_unit u[2];
@@ -705,6 +769,7 @@ int main(void)
     test_bad_cpus();
     test_broken();
     test_max_units();
+    test_known();
     test_describe_small();
     test_real_sys();
 
