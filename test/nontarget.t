@@ -118,4 +118,11 @@ nginx*,dash 0
 * 1
 LIST
 
+# Without /proc the executable's name is the path it was started by.
+noproc=$(unshare -m sh -c 'mount -t tmpfs none /proc &&
+    env LD_PRELOAD="$1" MASTERAFF_LOG=debug MASTERAFF_PROGRAMS=bash \
+        /bin/bash -c true' noproc "$LIB" 2>&1)
+ok "$(grep -q 'loaded in /bin/bash,' <<<"$noproc"; echo $?)" "without /proc, bash started as /bin/bash is a target, named by that path"
+[ "$tap_failed" -eq 0 ] || diag "without /proc: $noproc"
+
 done_testing
