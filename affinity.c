@@ -622,6 +622,14 @@ void ma_brood_init(struct ma_brood *b)
     CPU_ZERO(&b->lead_mask);
 }
 
+/* How long before now_ns `then` was. A fork is timed when it is asked for,
+ * before it waits for the lock: a death or fork recorded meanwhile, later
+ * by the clock, counts as no earlier than the fork. */
+static uint64_t elapsed(uint64_t then, uint64_t now_ns)
+{
+    return now_ns > then ? now_ns - then : 0;
+}
+
 static void drop_death(struct ma_brood *b, size_t i)
 {
     b->deaths[i] = b->deaths[--b->n_deaths];
@@ -634,7 +642,8 @@ static long respawned_death(const struct ma_brood *b, uint64_t now_ns)
     long best = -1;
     for (size_t i = 0; i < b->n_deaths; i++) {
         const struct ma_death *d = &b->deaths[i];
-        if (d->gen != b->newest_gen || now_ns - d->at_ns > MA_RESPAWN_NS)
+        if (d->gen != b->newest_gen ||
+            elapsed(d->at_ns, now_ns) > MA_RESPAWN_NS)
             continue;
         if (best < 0 || d->rank < b->deaths[best].rank)
             best = (long)i;
@@ -652,7 +661,8 @@ struct ma_place ma_brood_place(struct ma_brood *b, uint64_t now_ns)
         drop_death(b, (size_t)d);
     } else {
         b->n_deaths = 0;
-        if (b->newest_gen == 0 || now_ns - b->last_fork_ns > MA_BURST_NS) {
+        if (b->newest_gen == 0 ||
+            elapsed(b->last_fork_ns, now_ns) > MA_BURST_NS) {
             b->newest_gen++;
             b->next_rank = 0;
         }

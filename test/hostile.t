@@ -61,6 +61,7 @@ is "$(err_lines | grep -c "master $master -> CPUs 1 (package 1), following worke
 is "$(err_lines | grep -c "master $master -> CPUs 0 (package 0), following worker $(pid_of later0) on CPU 0")" 1 \
     "one line for following the later worker 0"
 is "$(err_lines | grep -c "master $master -> ")" 2 "and no other move"
+[ "$tap_failed" -eq 0 ] || { diag "the junk run's children and lines:"; sed 's/^/#   /' "$T/relayed" "$T/err"; }
 for kind in garbage badversion emptymask truncated oversized huge junkflood killed; do
     is "$(err_lines | grep -c "child $(pid_of $kind) sent a malformed report; no longer listening to it")" 1 \
         "$kind: one warn line, the child is dropped"

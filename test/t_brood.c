@@ -230,6 +230,24 @@ static void test_slow_forks(void)
     is_str(decide_at(1090), "follow 20 on 1", "the master stays with worker 0");
 }
 
+/* The fork is timed when it is asked for, before it waits for the lock;
+ * what happened while it waited is no later than the fork. */
+static void test_seen_while_waiting(void)
+{
+    start_pinned();
+    die_at(11, 990);
+    die_at(10, 1001);
+    fork_at(20, 1000);
+    place_is(20, 1, 0, "worker 0's death, seen while its replacement's fork "
+             "waited, is a respawn of worker 0");
+
+    ma_brood_init(&b);
+    slow_fork(10, 0, 80);
+    fork_at(11, 50);
+    place_is(11, 1, 1, "a fork asked for while the previous one (another "
+             "thread's) had not returned is in its burst");
+}
+
 static void test_forget(void)
 {
     start();
@@ -263,6 +281,7 @@ int main(void)
     test_affinity_removed();
     test_loader_exit();
     test_slow_forks();
+    test_seen_while_waiting();
     test_forget();
     test_full();
     return done_testing();
