@@ -409,17 +409,16 @@ static bool unit_listed(const struct ma_unit *units, size_t n,
     return false;
 }
 
-/* The unit at scope holding cpu: from known when one of its units holds
- * it, else read below root. */
+/* The unit at scope holding cpu: from known when it was read there, else
+ * read below root. */
 static int unit_at(const char *root, enum ma_scope scope,
                    const struct ma_topology *known, int cpu,
                    struct ma_unit *out)
 {
-    for (size_t i = 0; known && known->scope == scope && i < known->n; i++)
-        if (CPU_ISSET(cpu, &known->units[i].cpus)) {
-            *out = known->units[i];
-            return 0;
-        }
+    if (known && known->scope == scope && CPU_ISSET(cpu, &known->read)) {
+        *out = known->units[cpu];
+        return 0;
+    }
     return ma_unit_of(root, scope, cpu, out);
 }
 
@@ -464,17 +463,28 @@ int ma_scope_expand(const char *root, enum ma_scope scope,
     return 0;
 }
 
-int ma_topology_read(const char *root, enum ma_scope scope,
-                     const cpu_set_t *cpus, struct ma_topology *t)
+void ma_topology_init(struct ma_topology *t, enum ma_scope scope)
 {
-    cpu_set_t all;
     t->scope = scope;
-    if (ma_scope_expand(root, scope, NULL, cpus, &all, t->units, MA_MAX_CPUS,
-                        &t->n) < 0) {
-        t->n = 0;
-        return -1;
+    CPU_ZERO(&t->read);
+}
+
+/* Every CPU's own unit, not one CPU's unit for all it holds: a CPU inside
+ * another's unit may read differently (the cluster of a hybrid part's
+ * E-core, where a P-core's falls back to the LLC; a CPU that is gone). */
+int ma_topology_read(const char *root, const cpu_set_t *cpus,
+                     struct ma_topology *t)
+{
+    int rc = 0;
+    for (int c = 0; c < MA_MAX_CPUS; c++) {
+        if (!CPU_ISSET(c, cpus))
+            continue;
+        if (ma_unit_of(root, t->scope, c, &t->units[c]) == 0)
+            CPU_SET(c, &t->read);
+        else
+            rc = -1;
     }
-    return 0;
+    return rc;
 }
 
 /* Units at levels with numeric ids read as "package 0"; the others are

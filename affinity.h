@@ -70,24 +70,26 @@ struct ma_unit {
 int ma_unit_of(const char *root, enum ma_scope level, int cpu,
                struct ma_unit *out);
 
-/* The units at one scope that hold a set of CPUs, read ahead of need. */
+/* Each CPU's own unit at one scope, read ahead of need. */
 struct ma_topology {
     enum ma_scope scope;
-    size_t n;
+    cpu_set_t read; /* the CPUs whose unit is in units[cpu] */
     struct ma_unit units[MA_MAX_CPUS];
 };
 
-/* Reads into t the units at `scope` holding the CPUs of `cpus`. Returns 0,
- * or -1 with errno as ma_scope_expand (t then holds no unit). */
-int ma_topology_read(const char *root, enum ma_scope scope,
-                     const cpu_set_t *cpus, struct ma_topology *t);
+/* Empties t, for units at `scope`. */
+void ma_topology_init(struct ma_topology *t, enum ma_scope scope);
+
+/* Reads into t the unit of each CPU of `cpus`. Returns 0, or -1 with errno
+ * as ma_unit_of when some CPU's unit cannot be read (the others are kept). */
+int ma_topology_read(const char *root, const cpu_set_t *cpus,
+                     struct ma_topology *t);
 
 /* The scope expansion: union of the units at `scope` holding each CPU of
  * `leader`. Units found are appended to units[] (at most max_units, distinct
  * ones only) and counted in *n_units. Returns 0, or -1 with errno when some
- * CPU's topology cannot be read; a CPU inside a unit already found, or held
- * by a unit of `known` (read at the same scope; may be NULL), is not looked
- * up again. */
+ * CPU's topology cannot be read; a CPU inside a unit already found is not
+ * looked up again, nor one whose unit `known` holds (may be NULL). */
 int ma_scope_expand(const char *root, enum ma_scope scope,
                     const struct ma_topology *known, const cpu_set_t *leader,
                     cpu_set_t *out, struct ma_unit *units, size_t max_units,

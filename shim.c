@@ -484,14 +484,33 @@ static int listener_timeout(void)
     return (int)((due - now + 999999) / 1000000);
 }
 
+/* One CPU at a time, so that the master's forks are not held up on a
+ * large machine; a worker that pins meanwhile has its unit read then. */
+static void read_topology(void)
+{
+    cpu_set_t one;
+    if (ma_cfg.scope == MA_SCOPE_WORKER)
+        return;
+    pthread_mutex_lock(&lock);
+    ma_topology_init(&topology, ma_cfg.scope);
+    pthread_mutex_unlock(&lock);
+    for (int c = 0; c < MA_MAX_CPUS; c++) {
+        if (!CPU_ISSET(c, &self.original))
+            continue;
+        CPU_ZERO(&one);
+        CPU_SET(c, &one);
+        pthread_mutex_lock(&lock);
+        ma_topology_read(ma_cfg.sysfs, &one, &topology);
+        pthread_mutex_unlock(&lock);
+    }
+}
+
 static void *listener(void *arg)
 {
     struct epoll_event ev[32];
     int timeout = -1;
     (void)arg;
-    pthread_mutex_lock(&lock);
-    ma_topology_read(ma_cfg.sysfs, ma_cfg.scope, &self.original, &topology);
-    pthread_mutex_unlock(&lock);
+    read_topology();
     for (;;) {
         int n = epoll_wait(self.epoll_fd, ev, 32, timeout);
         if (n < 0 && errno != EINTR) {

@@ -629,9 +629,8 @@ static void test_max_units(void)
     printf("# kunpeng920: max_units 0: n_units %zu\n", n);
 }
 
-/* ma_units_describe stays inside small buffers and handles no units. */
-/* expands leader from t alone (the tree is gone): want_cpus, or "" for a
- * failure. */
+/* Expands leader with the units known in t (the tree may be gone):
+ * want_cpus, or "" for a failure. */
 static void known_is(const struct ma_topology *t, const char *root,
                      enum ma_scope scope, cpu_set_t leader,
                      const char *want_cpus, size_t want_units)
@@ -646,32 +645,33 @@ static void known_is(const struct ma_topology *t, const char *root,
     CPU_ZERO(&out);
     rc = ma_scope_expand(root, scope, t, &leader, &out, units, 8, &n);
     if (!*want_cpus) {
-        ok(rc == -1, "known units: %s scope of %s needs the tree, and fails",
+        ok(rc == -1, "known units: %s scope of %s fails, as reading does",
            ma_scope_name(scope), lead);
         return;
     }
-    ok(rc == 0 && n == want_units, "known units: %s scope of %s expands "
-       "without the tree, %zu unit(s)", ma_scope_name(scope), lead,
-       want_units);
+    ok(rc == 0 && n == want_units, "known units: %s scope of %s expands, "
+       "%zu unit(s)", ma_scope_name(scope), lead, want_units);
     is_str(fmt(&out), want_cpus, "known units: %s scope of %s: CPUs",
            ma_scope_name(scope), lead);
 }
 
 /* A master reads the units of its own CPUs once; a worker's report is then
- * expanded without a file read. */
+ * expanded without a file read, to what reading would have given. */
 static void test_known(void)
 {
     static struct ma_topology t;
     const char *r = tree_as("kunpeng920", "known");
+    const char *m = tree_as("broken-missing-cpu", "known-missing");
     char gone[sizeof tmpdir + 32];
-    cpu_set_t package0 = set_of(-1);
+    cpu_set_t package0 = set_of(-1), cpus01;
 
-    if (!r)
+    if (!r || !m)
         return;
     for (int c = 0; c < 48; c++)
         CPU_SET(c, &package0);
-    ok(ma_topology_read(r, MA_SCOPE_CLUSTER, &package0, &t) == 0 && t.n == 12,
-       "known units: package 0 of a Kunpeng 920 holds 12 clusters");
+    ma_topology_init(&t, MA_SCOPE_CLUSTER);
+    ok(ma_topology_read(r, &package0, &t) == 0 && CPU_COUNT(&t.read) == 48,
+       "known units: the clusters of package 0's 48 CPUs are read");
     snprintf(gone, sizeof gone, "%s.gone", r);
     ok(rename(r, gone) == 0, "known units: the tree is moved away");
 
@@ -681,15 +681,23 @@ static void test_known(void)
     known_is(&t, r, MA_SCOPE_PACKAGE, set_of(30, -1), "", 0);
     known_is(&t, r, MA_SCOPE_WORKER, set_of(30, -1), "30", 1);
 
-    t.n = 99;
-    ok(ma_topology_read(r, MA_SCOPE_CLUSTER, &package0, &t) == -1 && t.n == 0,
-       "known units: a tree that cannot be read leaves none");
+    ma_topology_init(&t, MA_SCOPE_CLUSTER);
+    ok(ma_topology_read(r, &package0, &t) == -1 && CPU_COUNT(&t.read) == 0,
+       "known units: a tree that cannot be read gives none");
     ok(rename(gone, r) == 0, "known units: the tree is back");
-    package0 = set_of(0, 95, -1);
-    ok(ma_topology_read(r, MA_SCOPE_PACKAGE, &package0, &t) == 0 && t.n == 2,
-       "known units: CPUs 0 and 95 are in 2 packages");
+
+    /* CPU 0's package lists CPU 1, whose directory is gone: CPU 1 is not
+     * taken to be in it, it fails as reading it would. */
+    ma_topology_init(&t, MA_SCOPE_PACKAGE);
+    cpus01 = set_of(0, 1, -1);
+    ok(ma_topology_read(m, &cpus01, &t) == -1 &&
+           CPU_ISSET(0, &t.read) && !CPU_ISSET(1, &t.read),
+       "known units: of CPUs 0 and 1 with cpu1/ gone, CPU 0's is read");
+    known_is(&t, m, MA_SCOPE_PACKAGE, set_of(0, -1), "0-1", 1);
+    known_is(&t, m, MA_SCOPE_PACKAGE, set_of(1, -1), "", 0);
 }
 
+/* ma_units_describe stays inside small buffers and handles no units. */
 static void test_describe_small(void)
 {
     struct ma_unit u[2];
