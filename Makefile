@@ -23,8 +23,10 @@ CMD_HDR = affinity.h pages.h
 MANPAGES = man/masteraff.1 man/libmasteraff.7
 
 UNIT_TESTS = test/t_cpulist test/t_topology test/t_brood
-# Programs the shell tests drive (test/faults.t, test/hostile.t).
-TEST_HELPERS = test/errnos test/orphan test/mtmaster test/hostile test/secure
+# Programs the shell tests drive (test/faults.t, test/hostile.t, ...).
+TEST_PROGRAMS = test/errnos test/orphan test/mtmaster test/hostile \
+	test/secure test/vforkexec
+TEST_HELPERS = $(TEST_PROGRAMS) test/blockinit.so
 ASAN_TESTS = $(UNIT_TESTS:test/t_%=test/asan_%)
 TEST_CFLAGS = $(WARN) -g -O1 -DSRCDIR=\"$(CURDIR)\" -I.
 
@@ -42,8 +44,11 @@ $(CMD): $(CMD_SRC) $(CMD_HDR)
 test/t_%: test/t_%.c affinity.c affinity.h test/tap.h
 	$(CC) $(TEST_CFLAGS) -o $@ $< affinity.c
 
-$(TEST_HELPERS): test/%: test/%.c affinity.h test/helpers.h
+$(TEST_PROGRAMS): test/%: test/%.c affinity.h test/helpers.h
 	$(CC) $(WARN) -g -O1 -pthread -o $@ $< -ldl
+
+test/blockinit.so: test/blockinit.c
+	$(CC) $(WARN) -g -O1 -fPIC -shared -o $@ $<
 
 # The unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
 test/asan_%: test/t_%.c affinity.c affinity.h test/tap.h

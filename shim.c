@@ -54,10 +54,9 @@ static struct {
 /* Marks a slot whose symbol was looked up and not found. */
 #define NOT_FOUND ((void *)&real)
 
-/* The next definition of name, looked up once. A target looks them all up
- * at load, so its children, between fork and exec, only read the slots; any
- * other program looks one up when it first calls it, and a program the
- * library leaves alone pays for no lookup it does not need. */
+/* The next definition of name, looked up once. A program the library
+ * leaves alone looks up fork and the affinity functions when it first
+ * calls them, so that it pays for no lookup it does not need. */
 static void *next_definition(void **slot, const char *name)
 {
     void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
@@ -109,28 +108,46 @@ struct prefork {
     struct ma_place place;
 };
 
-static bool resolve_all(void)
+/* What a child calls between fork (or vfork) and exec, where a lookup
+ * could wait for the dynamic linker's lock held by another thread of the
+ * parent: looked up at load in every program. */
+static void resolve_for_children(void)
+{
+    REAL(execve);
+    REAL(execvp);
+    REAL(setsid);
+}
+
+/* A target's children also restore their mask and report their pins
+ * between fork and exec. */
+static bool resolve_for_target(void)
 {
     bool required = REAL(fork) && REAL(sched_setaffinity) &&
                     REAL(sched_getaffinity);
     /* The others answer ENOSYS when they are missing, as libc would. */
     REAL(pthread_setaffinity_np);
-    REAL(execve);
-    REAL(setsid);
-    REAL(execvp);
     return required;
 }
 
-static void load(void)
+static void load_target(void)
 {
-    if (!ma_config_target())
-        return;
-    if (!resolve_all()) {
+    if (!resolve_for_target()) {
         ma_log(MA_LOG_ERROR, "fork, sched_setaffinity or sched_getaffinity "
                "not found after libmasteraff; it stays inert");
         return;
     }
     ma_config_load();
+}
+
+/* Also run by the first interposed call when it comes before the
+ * constructor: errno is the caller's. */
+static void load(void)
+{
+    int e = errno;
+    resolve_for_children();
+    if (ma_config_target())
+        load_target();
+    errno = e;
 }
 
 __attribute__((constructor)) static void masteraff_init(void)
@@ -814,9 +831,9 @@ static int resume_placement(int rc)
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
     /* No pthread_once here: execve runs between fork and exec, where only
-     * async-signal-safe calls belong. A program that is not a target looks
-     * execve up there on its first call, as lazy binding of its own call
-     * to execve would have done. */
+     * async-signal-safe calls belong. Only a call that comes before the
+     * library is loaded (from another library's constructor) looks execve
+     * up here. */
     execve_fn *next = REAL(execve);
     if (!next) {
         errno = ENOSYS;

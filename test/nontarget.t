@@ -93,6 +93,14 @@ ok "$([ "$(listed "master exec")" -ge 3 ]; echo $?)" "ls exec'd by the target ba
 is "$(section "master exec" | lib_fds)" 0 "ls exec'd by the target bash itself has none"
 [ "$tap_failed" -eq 0 ] || { diag "the target bash printed:"; sed 's/^/#   /' "$T/execs.out"; }
 
+# ---- a vfork child that execs while another thread is inside dlopen, and
+# so holds the dynamic linker's lock: the library must not wait for it ----
+for call in execve execvp; do
+    out=$(timeout 20 env LD_PRELOAD="$LIB" "$SRCDIR/test/vforkexec" \
+        "$SRCDIR/test/blockinit.so" $call 2>&1)
+    ok $? "a vfork child's setsid and $call do not wait for a dlopen in another thread${out:+ ($out)}"
+done
+
 # ---- which programs are targets: MASTERAFF_PROGRAMS against bash's file
 # name (the debug line "loaded in" is written in a target only) ----
 targets_bash() {
