@@ -79,21 +79,6 @@ static const char *variable(const char *name)
     return NULL;
 }
 
-static bool patterns_valid(const char *list)
-{
-    const char *p = list;
-    if (!*list)
-        return false;
-    for (;;) {
-        size_t len = strcspn(p, ",");
-        if (len == 0 || memchr(p, '/', len))
-            return false;
-        if (!p[len])
-            return true;
-        p += len + 1;
-    }
-}
-
 static size_t pattern_length(const char *p)
 {
     size_t len = 0;
@@ -102,16 +87,32 @@ static size_t pattern_length(const char *p)
     return len;
 }
 
+static bool patterns_valid(const char *list)
+{
+    const char *p = list;
+    if (!*list)
+        return false;
+    for (;;) {
+        size_t len = pattern_length(p);
+        if (len == 0 || memchr(p, '/', len))
+            return false;
+        if (!p[len])
+            return true;
+        p += len + 1;
+    }
+}
+
 static bool is_wildcard(char c)
 {
     return c == '*' || c == '?' || c == '[' || c == '\\';
 }
 
+/* Longer than any file name: such a pattern matches nothing. */
+#define MAX_PATTERN 256
+
 static bool fnmatch_pattern(const char *p, size_t len, const char *name)
 {
-    char pattern[256];
-    if (len >= sizeof pattern)
-        return false;
+    char pattern[MAX_PATTERN];
     memcpy(pattern, p, len);
     pattern[len] = '\0';
     return fnmatch(pattern, name, 0) == 0;
@@ -122,6 +123,8 @@ static bool fnmatch_pattern(const char *p, size_t len, const char *name)
 static bool pattern_matches(const char *p, size_t len, const char *name)
 {
     size_t i = 0;
+    if (len >= MAX_PATTERN)
+        return false;
     for (; i < len && !is_wildcard(p[i]); i++)
         if (p[i] != name[i])
             return false;
@@ -165,16 +168,16 @@ static const char *file_name(const char *path)
     return name;
 }
 
-/* The executable's file name: argv[0] may be anything. Without /proc, the
- * path it was started by. buf gets the path. */
+/* The executable's file name: argv[0] may be anything. Without /proc,
+ * argv[0]'s file name all the same: the path the program was started by
+ * would name an interpreter after its script. buf gets the path. */
 static const char *program_name(char *buf, size_t len)
 {
     static const char deleted[] = " (deleted)";
     ssize_t n = readlink("/proc/self/exe", buf, len - 1);
     if (n <= 0) {
-        const char *path = (const char *)getauxval(AT_EXECFN);
-        snprintf(buf, len, "%s", path ? path : "");
-        return file_name(buf);
+        snprintf(buf, len, "%s", program_invocation_short_name);
+        return buf;
     }
     if (ends_with(buf, (size_t)n, deleted, sizeof deleted - 1))
         n -= (ssize_t)(sizeof deleted - 1);

@@ -126,11 +126,15 @@ nginx*,dash 0
 * 1
 LIST
 
-# Without /proc the executable's name is the path it was started by.
+# Without /proc the program is named by argv[0]'s file name, not by the
+# path it was started by, which for a script is the script's.
+printf '#!/bin/bash\ntrue\n' >"$T/nginx-script" && chmod +x "$T/nginx-script"
 noproc=$(unshare -m sh -c 'mount -t tmpfs none /proc &&
     env LD_PRELOAD="$1" MASTERAFF_LOG=debug MASTERAFF_PROGRAMS=bash \
-        /bin/bash -c true' noproc "$LIB" 2>&1)
-ok "$(grep -q 'loaded in /bin/bash,' <<<"$noproc"; echo $?)" "without /proc, bash started as /bin/bash is a target, named by that path"
+        /bin/bash -c true &&
+    env LD_PRELOAD="$1" MASTERAFF_LOG=debug "$2"' noproc "$LIB" "$T/nginx-script" 2>&1)
+ok "$(grep -q 'loaded in bash,' <<<"$noproc"; echo $?)" "without /proc, bash started as /bin/bash is a target, named bash"
+ok "$(! grep -q 'nginx-script' <<<"$noproc"; echo $?)" "without /proc, a script named nginx-script does not make its bash a target"
 [ "$tap_failed" -eq 0 ] || diag "without /proc: $noproc"
 
 done_testing
