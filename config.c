@@ -169,15 +169,16 @@ static const char *file_name(const char *path)
 }
 
 /* The executable's file name: argv[0] may be anything. Without /proc,
- * argv[0]'s file name all the same: the path the program was started by
- * would name an interpreter after its script. buf gets the path. */
+ * argv[0]'s all the same: the path the program was started by would name
+ * an interpreter after its script. buf gets the path (then argv[0], which
+ * nginx also passes to exec for its binary upgrade). */
 static const char *program_name(char *buf, size_t len)
 {
     static const char deleted[] = " (deleted)";
     ssize_t n = readlink("/proc/self/exe", buf, len - 1);
     if (n <= 0) {
-        snprintf(buf, len, "%s", program_invocation_short_name);
-        return buf;
+        snprintf(buf, len, "%s", program_invocation_name);
+        return file_name(buf);
     }
     if (ends_with(buf, (size_t)n, deleted, sizeof deleted - 1))
         n -= (ssize_t)(sizeof deleted - 1);
