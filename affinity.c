@@ -475,16 +475,19 @@ void ma_topology_init(struct ma_topology *t, enum ma_scope scope)
 int ma_topology_read(const char *root, const cpu_set_t *cpus,
                      struct ma_topology *t)
 {
-    int rc = 0;
+    int err = 0;
     for (int c = 0; c < MA_MAX_CPUS; c++) {
         if (!CPU_ISSET(c, cpus))
             continue;
         if (ma_unit_of(root, t->scope, c, &t->units[c]) == 0)
             CPU_SET(c, &t->read);
-        else
-            rc = -1;
+        else if (!err)
+            err = errno;
     }
-    return rc;
+    if (!err)
+        return 0;
+    errno = err;
+    return -1;
 }
 
 /* Units at levels with numeric ids read as "package 0"; the others are

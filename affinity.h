@@ -81,7 +81,8 @@ struct ma_topology {
 void ma_topology_init(struct ma_topology *t, enum ma_scope scope);
 
 /* Reads into t the unit of each CPU of `cpus`. Returns 0, or -1 with errno
- * as ma_unit_of when some CPU's unit cannot be read (the others are kept). */
+ * as ma_unit_of for the first CPU whose unit cannot be read (the others
+ * are kept). */
 int ma_topology_read(const char *root, const cpu_set_t *cpus,
                      struct ma_topology *t);
 

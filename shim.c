@@ -56,7 +56,8 @@ static struct {
 
 /* The next definition of name, looked up once. A program the library
  * leaves alone looks up fork and the affinity functions when it first
- * calls them, so that it pays for no lookup it does not need. */
+ * calls them, so that it pays for no lookup it does not need; if another
+ * thread is inside dlopen just then, that first call waits for it. */
 static void *next_definition(void **slot, const char *name)
 {
     void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
@@ -501,8 +502,19 @@ static int listener_timeout(void)
     return (int)((due - now + 999999) / 1000000);
 }
 
-/* One CPU at a time, so that the master's forks are not held up on a
- * large machine; a worker that pins meanwhile has its unit read then. */
+/* Forks waiting for the lock, which the listener's read-ahead lets pass:
+ * a mutex just unlocked goes to whoever asks first, often its unlocker. */
+static int forks_waiting;
+
+static void lock_for_fork(void)
+{
+    __atomic_add_fetch(&forks_waiting, 1, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&lock);
+    __atomic_sub_fetch(&forks_waiting, 1, __ATOMIC_RELAXED);
+}
+
+/* One CPU at a time (a large machine takes a while), letting the master's
+ * forks go first; a worker that pins meanwhile has its unit read then. */
 static void read_topology(void)
 {
     cpu_set_t one;
@@ -516,6 +528,8 @@ static void read_topology(void)
             continue;
         CPU_ZERO(&one);
         CPU_SET(c, &one);
+        while (__atomic_load_n(&forks_waiting, __ATOMIC_RELAXED))
+            sched_yield();
         pthread_mutex_lock(&lock);
         ma_topology_read(ma_cfg.sysfs, &one, &topology);
         pthread_mutex_unlock(&lock);
@@ -728,7 +742,7 @@ EXPORT pid_t fork(void)
     /* Taken before the lock: the listener may hold it for a while (moving
      * memory), and that wait is no gap between two forks of a burst. */
     asked = now_ns();
-    pthread_mutex_lock(&lock);
+    lock_for_fork();
     pf = prepare_fork(asked);
     errno = saved_errno;
     pid = next();
@@ -832,8 +846,8 @@ EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
     /* No pthread_once here: execve runs between fork and exec, where only
      * async-signal-safe calls belong. Only a call that comes before the
-     * library is loaded (from another library's constructor) looks execve
-     * up here. */
+     * library is loaded (from another library's constructor, while the
+     * program has one thread) looks execve up here. */
     execve_fn *next = REAL(execve);
     if (!next) {
         errno = ENOSYS;
