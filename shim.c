@@ -140,20 +140,25 @@ static void load_target(void)
     ma_config_load();
 }
 
-/* Also run by the first interposed call when it comes before the
- * constructor: errno is the caller's. */
 static void load(void)
 {
-    int e = errno;
     resolve_for_children();
     if (ma_config_target())
         load_target();
-    errno = e;
 }
 
 __attribute__((constructor)) static void masteraff_init(void)
 {
     pthread_once(&load_once, load);
+}
+
+/* The first interposed call may come before the constructor (from another
+ * library's): loading then must not touch the caller's errno. */
+static void ensure_loaded(void)
+{
+    int e = errno;
+    pthread_once(&load_once, load);
+    errno = e;
 }
 
 static uint64_t now_ns(void)
@@ -209,7 +214,7 @@ EXPORT int sched_setaffinity(pid_t pid, size_t size, const cpu_set_t *mask)
 {
     sched_setaffinity_fn *next;
     int rc;
-    pthread_once(&load_once, load);
+    ensure_loaded();
     if (!(next = REAL(sched_setaffinity))) {
         errno = ENOSYS;
         return -1;
@@ -224,7 +229,7 @@ EXPORT int pthread_setaffinity_np(pthread_t thread, size_t size,
 {
     pthread_setaffinity_np_fn *next;
     int rc;
-    pthread_once(&load_once, load);
+    ensure_loaded();
     if (!(next = REAL(pthread_setaffinity_np)))
         return ENOSYS;
     rc = next(thread, size, mask);
@@ -732,7 +737,7 @@ EXPORT pid_t fork(void)
     fork_fn *next;
     pid_t pid;
 
-    pthread_once(&load_once, load);
+    ensure_loaded();
     if (!(next = REAL(fork))) {
         errno = ENOSYS;
         return -1;
@@ -767,7 +772,7 @@ EXPORT pid_t setsid(void)
 {
     setsid_fn *next;
     pid_t rc;
-    pthread_once(&load_once, load);
+    ensure_loaded();
     if (!(next = REAL(setsid))) {
         errno = ENOSYS;
         return -1;
@@ -869,7 +874,7 @@ EXPORT int execv(const char *path, char *const argv[])
 EXPORT int execvp(const char *file, char *const argv[])
 {
     execvp_fn *next;
-    pthread_once(&load_once, load);
+    ensure_loaded();
     if (!(next = REAL(execvp))) {
         errno = ENOSYS;
         return -1;
