@@ -202,11 +202,17 @@ static void report_pin(void)
     }
 }
 
-static void report_if_pinned(int rc, bool itself)
+/* A successful pin is worth a report only in a child with a channel: any
+ * other program does not even ask whether it pinned itself. */
+static bool may_report(int rc)
+{
+    return rc == 0 && ma_cfg.active && self.report_fd >= 0;
+}
+
+static void report_pin_keeping_errno(void)
 {
     int e = errno;
-    if (rc == 0 && itself && ma_cfg.active && self.report_fd >= 0)
-        report_pin();
+    report_pin();
     errno = e;
 }
 
@@ -220,7 +226,8 @@ EXPORT int sched_setaffinity(pid_t pid, size_t size, const cpu_set_t *mask)
         return -1;
     }
     rc = next(pid, size, mask);
-    report_if_pinned(rc, pins_itself(pid));
+    if (may_report(rc) && pins_itself(pid))
+        report_pin_keeping_errno();
     return rc;
 }
 
@@ -233,7 +240,8 @@ EXPORT int pthread_setaffinity_np(pthread_t thread, size_t size,
     if (!(next = REAL(pthread_setaffinity_np)))
         return ENOSYS;
     rc = next(thread, size, mask);
-    report_if_pinned(rc, pthread_equal(thread, pthread_self()));
+    if (may_report(rc) && pthread_equal(thread, pthread_self()))
+        report_pin_keeping_errno();
     return rc;
 }
 
