@@ -256,7 +256,7 @@ static bool parse_sysfs(const char *v)
 
 static void carry(const char *name)
 {
-    const char *v = getenv(name);
+    const char *v = variable(name);
     char *slot = ma_cfg.carried[ma_cfg.n_carried];
     if (v && (size_t)snprintf(slot, sizeof ma_cfg.carried[0], "%s=%s", name,
                               v) < sizeof ma_cfg.carried[0])
@@ -275,7 +275,7 @@ static void carry_environment(void)
 
 static bool parse_var(const char *name, bool (*parse)(const char *))
 {
-    const char *v = getenv(name);
+    const char *v = variable(name);
     return !v || parse(v);
 }
 
