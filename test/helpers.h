@@ -26,9 +26,10 @@ check(int cond, const char *fmt, ...)
         failures++;
 }
 
-/* This process's sockets of a type (0: any), the last one found in *last
- * when last is not NULL; -1 when /proc cannot be read. */
-static inline int sockets_of_type(int want, int *last)
+/* This process's descriptors for which match(fd, arg) holds, the last one
+ * found in *last when last is not NULL; -1 when /proc cannot be read. */
+static inline int fds_matching(int (*match)(int fd, int arg), int arg,
+                               int *last)
 {
     DIR *d = opendir("/proc/self/fd");
     struct dirent *de;
@@ -36,11 +37,8 @@ static inline int sockets_of_type(int want, int *last)
     if (!d)
         return -1;
     while ((de = readdir(d))) {
-        int fd = atoi(de->d_name), type;
-        socklen_t len = sizeof type;
-        if (de->d_name[0] != '.' && fd != dirfd(d) &&
-            getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&
-            (want == 0 || type == want)) {
+        int fd = atoi(de->d_name);
+        if (de->d_name[0] != '.' && fd != dirfd(d) && match(fd, arg)) {
             if (last)
                 *last = fd;
             n++;
@@ -48,6 +46,20 @@ static inline int sockets_of_type(int want, int *last)
     }
     closedir(d);
     return n;
+}
+
+static inline int is_socket_of_type(int fd, int want)
+{
+    int type;
+    socklen_t len = sizeof type;
+    return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&
+           (want == 0 || type == want);
+}
+
+/* This process's sockets of a type (0: any), as fds_matching. */
+static inline int sockets_of_type(int want, int *last)
+{
+    return fds_matching(is_socket_of_type, want, last);
 }
 
 /* The library's channels are this process's SOCK_SEQPACKET descriptors. */

@@ -252,26 +252,23 @@ static int wait_master_on(const char *want, int secs)
     return 0;
 }
 
+static int is_devnull(int fd, int unused)
+{
+    char path[64], target[64];
+    ssize_t len;
+    (void)unused;
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    len = readlink(path, target, sizeof target - 1);
+    if (len <= 0)
+        return 0;
+    target[len] = '\0';
+    return strcmp(target, "/dev/null") == 0;
+}
+
 /* Descriptors of /dev/null: what the fdpass child sends. */
 static int devnulls(void)
 {
-    DIR *d = opendir("/proc/self/fd");
-    struct dirent *de;
-    int n = 0;
-    if (!d)
-        return -1;
-    while ((de = readdir(d))) {
-        char path[300], target[64];
-        ssize_t len;
-        snprintf(path, sizeof path, "/proc/self/fd/%s", de->d_name);
-        len = readlink(path, target, sizeof target - 1);
-        if (len > 0) {
-            target[len] = '\0';
-            n += strcmp(target, "/dev/null") == 0;
-        }
-    }
-    closedir(d);
-    return n;
+    return fds_matching(is_devnull, 0, NULL);
 }
 
 /* Waits until the master has `want` channels and no more /dev/null
