@@ -19,6 +19,17 @@ lib_lines() { cat "$T/error.log" "$T/stderr" 2>/dev/null | grep 'masteraff: '; }
 count_lines() { lib_lines | grep -c -- "$1"; }
 has_line() { lib_lines | grep -q -- "$1"; }
 
+# warns_once PATTERN KEY DESCRIPTION ONCE-DESCRIPTION: the line PATTERN
+# comes, and no second line with KEY after it.
+warns_once() {
+    local pat=$1
+    wait_for 'has_line "$pat"'
+    ok $? "$3"
+    sleep 0.3 # time for a second line, which must not come
+    is "$(count_lines "$2")" 1 "$4"
+    [ "$(count_lines "$2")" = 1 ] || lib_lines | sed 's/^/# /'
+}
+
 # The Cpus_allowed_list of every thread of $1, distinct values.
 thread_cpus() {
     cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^Cpus_allowed_list/ {print $2}' | sort -u | tr '\n' ' ' | sed 's/ $//'
@@ -109,12 +120,8 @@ for kind in nowhere broken-empty broken-garbage broken-truncated broken-missing-
     ok $? "$kind: nginx starts"
     wait_pinned_workers
     ok $? "$kind: the workers pin themselves"
-    pat="\[warn\] .*masteraff: cannot read the package of CPUs 1 under $sys: .*; master $m not moved"
-    wait_for 'has_line "$pat"'
-    ok $? "$kind: a warn line says the topology cannot be read"
-    sleep 0.3 # time for a second line, which must not come
-    is "$(count_lines 'cannot read')" 1 "$kind: said once"
-    [ "$(count_lines 'cannot read')" = 1 ] || lib_lines | sed 's/^/# /'
+    warns_once "\[warn\] .*masteraff: cannot read the package of CPUs 1 under $sys: .*; master $m not moved" \
+        'cannot read' "$kind: a warn line says the topology cannot be read" "$kind: said once"
     is "$(thread_cpus "$m")" 0-1 "$kind: the master is not moved"
     serves
     ok $? "$kind: nginx serves"
@@ -137,12 +144,8 @@ env LD_PRELOAD="$LIB" MASTERAFF_SYSFS="$T/sys" taskset -c 0 \
 ok $? "taskset -c 0 nginx starts"
 wait_pinned_workers
 ok $? "worker 0 pins itself to CPU 1, worker 1 to CPU 0"
-pat="\[warn\] .*masteraff: worker $w0 is on CPUs 1, outside master $m's CPUs 0; master not moved"
-wait_for 'has_line "$pat"'
-ok $? "a warn line says worker 0 is outside the master's CPUs"
-sleep 0.3 # time for a second line, which must not come
-is "$(count_lines 'outside master')" 1 "said once"
-[ "$(count_lines 'outside master')" = 1 ] || lib_lines | sed 's/^/# /'
+warns_once "\[warn\] .*masteraff: worker $w0 is on CPUs 1, outside master $m's CPUs 0; master not moved" \
+    'outside master' "a warn line says worker 0 is outside the master's CPUs" "said once"
 is "$(thread_cpus "$m")" 0 "every thread of the master stays on CPU 0"
 kill -9 "$w0"
 wait_for "[ \$(new_workers '$w0 $w1' | wc -w) -eq 1 ]"
