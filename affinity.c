@@ -554,11 +554,13 @@ int ma_node_of_cpu(const char *root, int cpu)
     char path[PATH_MAX];
     DIR *dir;
     struct dirent *de;
-    int found = -1;
+    int found = -1, err = ENOENT;
 
     if (snprintf(path, sizeof path, "%s/devices/system/node", root) >=
-        (int)sizeof path)
+        (int)sizeof path) {
+        errno = ENAMETOOLONG;
         return -1;
+    }
     dir = opendir(path);
     if (!dir)
         return -1;
@@ -572,11 +574,14 @@ int ma_node_of_cpu(const char *root, int cpu)
         if (end == de->d_name + 4 || *end || node < 0 || node > INT_MAX)
             continue;
         if (read_sysfs(buf, sizeof buf, root,
-                       "devices/system/node/node%ld/cpulist", node) == 0 &&
-            ma_cpulist_parse(buf, &cpus) == 0 && CPU_ISSET(cpu, &cpus))
+                       "devices/system/node/node%ld/cpulist", node) < 0) {
+            if (errno != ENOENT)
+                err = errno;
+        } else if (ma_cpulist_parse(buf, &cpus) == 0 && CPU_ISSET(cpu, &cpus))
             found = (int)node;
     }
     closedir(dir);
+    errno = err;
     return found;
 }
 
@@ -632,6 +637,8 @@ void ma_brood_init(struct ma_brood *b)
     b->lead_gen = b->lead_rank = 0;
     b->lead_pid = 0;
     b->wait_until = 0;
+    b->respawn_pid = 0;
+    b->respawn_delay = 0;
     CPU_ZERO(&b->lead_mask);
 }
 
@@ -664,24 +671,50 @@ static long respawned_death(const struct ma_brood *b, uint64_t now_ns)
     return best;
 }
 
+/* Moves the previous fork's child, taken for a respawn, to the head of
+ * the generation being opened when the fork after it shows it was the
+ * first of a burst. */
+static void take_back_respawn(struct ma_brood *b, uint64_t gap)
+{
+    struct ma_child *first;
+    if (!b->respawn_pid || gap > MA_BURST_NS || gap >= b->respawn_delay)
+        return;
+    first = ma_brood_find_pid(b, b->respawn_pid);
+    if (!first)
+        return;
+    first->gen = b->newest_gen;
+    first->rank = b->next_rank++;
+    if (b->following && b->lead_pid == first->pid) {
+        b->lead_gen = first->gen;
+        b->lead_rank = first->rank;
+    }
+}
+
+static void open_generation(struct ma_brood *b, uint64_t gap)
+{
+    b->newest_gen++;
+    b->next_rank = 0;
+    take_back_respawn(b, gap);
+}
+
 struct ma_place ma_brood_place(struct ma_brood *b, uint64_t now_ns)
 {
     struct ma_place p = {.started_ns = now_ns};
     long d = respawned_death(b, now_ns);
+    uint64_t gap = elapsed(b->last_fork_ns, now_ns);
     if (d >= 0) {
         p.gen = b->deaths[d].gen;
         p.rank = b->deaths[d].rank;
+        p.respawn = true;
+        p.respawn_delay = elapsed(b->deaths[d].at_ns, now_ns);
         drop_death(b, (size_t)d);
-    } else {
-        b->n_deaths = 0;
-        if (b->newest_gen == 0 ||
-            elapsed(b->last_fork_ns, now_ns) > MA_BURST_NS) {
-            b->newest_gen++;
-            b->next_rank = 0;
-        }
-        p.gen = b->newest_gen;
-        p.rank = b->next_rank++;
+        return p;
     }
+    b->n_deaths = 0;
+    if (b->newest_gen == 0 || gap > MA_BURST_NS || b->respawn_pid)
+        open_generation(b, gap);
+    p.gen = b->newest_gen;
+    p.rank = b->next_rank++;
     return p;
 }
 
@@ -700,6 +733,8 @@ struct ma_child *ma_brood_add(struct ma_brood *b, pid_t pid, int fd,
     c->reports = 0;
     c->forked_ns = place.started_ns;
     b->last_fork_ns = now_ns;
+    b->respawn_pid = place.respawn ? pid : 0;
+    b->respawn_delay = place.respawn_delay;
     c->pinned_ns = 0;
     CPU_ZERO(&c->mask);
     return c;
@@ -745,6 +780,27 @@ void ma_brood_died(struct ma_brood *b, struct ma_child *c, uint64_t now_ns)
         drop_death(b, 0);
     b->deaths[b->n_deaths++] = d;
     ma_brood_forget(b, c);
+}
+
+/* Whether a is a child to drop before b. */
+static bool less_needed(const struct ma_child *a, const struct ma_child *b)
+{
+    if ((a->rank == 0) != (b->rank == 0))
+        return a->rank != 0;
+    if (a->gen != b->gen)
+        return a->gen < b->gen;
+    return a->rank > b->rank;
+}
+
+struct ma_child *ma_brood_least_needed(struct ma_brood *b)
+{
+    struct ma_child *pick = NULL;
+    for (size_t i = 0; i < b->n; i++) {
+        struct ma_child *c = &b->kids[i];
+        if (!pick || less_needed(c, pick))
+            pick = c;
+    }
+    return pick;
 }
 
 /* The pinned child of the lowest rank in generation gen, or NULL. */

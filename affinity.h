@@ -101,7 +101,9 @@ int ma_scope_expand(const char *root, enum ma_scope scope,
 const char *ma_units_describe(const struct ma_unit *units, size_t n,
                               char *buf, size_t len);
 
-/* Node number of `cpu` from the node directories under root, or -1. */
+/* Node number of `cpu` from the node directories under root, or -1 with
+ * errno: ENOENT when no node holds it, or why the nodes could not be read
+ * (EMFILE, say). */
 int ma_node_of_cpu(const char *root, int cpu);
 
 /* ---- reports: what a child sends its parent when it pins itself ---- */
@@ -132,7 +134,12 @@ int ma_report_decode(const void *buf, size_t len, struct ma_report *out);
  * slow master, so the gap is counted from its return), or it is a respawn: it follows the death of a child
  * of the newest generation, noticed since the previous fork and at most
  * MA_RESPAWN_NS before it (nginx reaps the dead worker, then forks its
- * replacement). A respawn takes the dead child's generation and rank.
+ * replacement at once). A respawn takes the dead child's generation and
+ * rank. It is one fork for one death, never part of a burst: the next
+ * fork that is no respawn opens a generation. And when that next fork
+ * follows it, within a burst's gap, sooner than it followed its death, it
+ * was no respawn but the first fork of a burst (a reload soon after a
+ * child's exit): it moves into the new generation, first.
  *
  * The leader slot is the lowest-ranked child that has pinned in the oldest
  * generation that still has a live pinned child: the master keeps following
@@ -148,7 +155,7 @@ int ma_report_decode(const void *buf, size_t len, struct ma_report *out);
 
 #define MA_SETTLE_NS (100 * 1000 * 1000ULL)
 #define MA_BURST_NS (50 * 1000 * 1000ULL)
-#define MA_RESPAWN_NS (1000 * 1000 * 1000ULL)
+#define MA_RESPAWN_NS (250 * 1000 * 1000ULL)
 #define MA_MAX_RECENT_DEATHS 64
 /* A worker pins itself once or twice; a child that keeps reporting is
  * broken or hostile, and is no longer listened to. */
@@ -157,6 +164,8 @@ int ma_report_decode(const void *buf, size_t len, struct ma_report *out);
 struct ma_child {
     pid_t pid;
     int fd;            /* the master's end of this child's channel, or -1 */
+    dev_t fd_dev;      /* which file fd is, set by the caller: the program */
+    ino_t fd_ino;      /* may reuse the number once it closed ours */
     unsigned gen;
     unsigned rank;
     bool pinned;
@@ -185,11 +194,15 @@ struct ma_brood {
     cpu_set_t lead_mask;    /* last mask seen in the leader slot */
     pid_t lead_pid;         /* its process, or 0 while it is dead */
     uint64_t wait_until;    /* with MA_WAIT: when to decide again */
+    pid_t respawn_pid;      /* the previous fork's child, if a respawn */
+    uint64_t respawn_delay; /* from the death it replaced to its fork */
 };
 
 struct ma_place {
     unsigned gen, rank;
     uint64_t started_ns; /* when the fork was asked for */
+    bool respawn;
+    uint64_t respawn_delay; /* from the death it replaces to started_ns */
 };
 
 enum ma_verdict {
@@ -223,6 +236,12 @@ void ma_brood_died(struct ma_brood *b, struct ma_child *c, uint64_t now_ns);
 /* Stops listening to a child that broke the protocol; unlike a death, this
  * is no cue for a respawn. Removes it from the table. */
 void ma_brood_forget(struct ma_brood *b, struct ma_child *c);
+
+/* The child whose channel the leader choice can best do without, or NULL
+ * when there is none: higher ranks before first children (a child leads
+ * only once every lower rank is gone), and within each, the oldest
+ * generation first, so the newest generation's first child goes last. */
+struct ma_child *ma_brood_least_needed(struct ma_brood *b);
 
 /* Re-evaluates the leader after any of the events above. MA_FOLLOW means
  * b->lead_mask is the mask to follow, b->lead_pid its process (0 when held

@@ -190,6 +190,128 @@ static void test_reload(void)
              "a reload soon after old workers died opens a new generation");
 }
 
+
+/* A child dies, nginx respawns it at once, and 20 ms later a reload forks
+ * new workers 30 (CPU 0) and 31 (CPU 1), a cache manager and a loader. */
+static void death_then_reload(pid_t dead, pid_t respawned)
+{
+    start_pinned();
+    die_at(dead, 1000);
+    fork_at(respawned, 1001);
+    if (dead == 10)
+        pin_at(respawned, 1, 1002);
+    if (dead == 11)
+        pin_at(respawned, 0, 1002);
+    decide_at(1002);
+    fork_at(30, 1021);
+    fork_at(31, 1021);
+    fork_at(32, 1022);
+    fork_at(33, 1022);
+    pin_at(30, 0, 1023);
+    pin_at(31, 1, 1023);
+}
+
+/* The old generation's children exit in any order: once they are all
+ * gone the master follows the new worker 0. */
+static void old_ones_leave(const pid_t *old, size_t n, const char *what)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (ma_brood_find_pid(&b, old[i]))
+            die_at(old[i], 1200 + i);
+        decide_at(1200 + i);
+    }
+    is_str(decide_at(1300), "follow 30 on 0", what);
+}
+
+static void test_reload_after_death(void)
+{
+    const pid_t old[] = {11, 12, 13, 10, 20};
+
+    death_then_reload(11, 20);
+    place_is(20, 1, 1, "worker 1 killed: its respawn takes rank 1");
+    place_is(30, 2, 0, "a reload 20 ms later opens generation 2");
+    place_is(31, 2, 1, "and its burst stays in it");
+    is_str(decide_at(1024), "follow 10 on 1", "old worker 0 still leads");
+    old_ones_leave(old, 5, "worker 1 killed, then a reload: the new worker 0 "
+                           "leads once the old ones are gone");
+
+    death_then_reload(10, 20);
+    place_is(20, 1, 0, "worker 0 killed: its respawn takes rank 0");
+    place_is(30, 2, 0, "a reload 20 ms later opens generation 2");
+    is_str(decide_at(1024), "follow 20 on 1", "the respawned worker 0 leads");
+    old_ones_leave(old, 5, "worker 0 killed, then a reload: the new worker 0 "
+                           "leads once the old ones are gone");
+
+    death_then_reload(12, 20);
+    place_is(20, 1, 2, "cache manager killed: its respawn takes rank 2");
+    place_is(30, 2, 0, "a reload 20 ms later opens generation 2");
+    old_ones_leave(old, 5, "cache manager killed, then a reload: the new "
+                           "worker 0 leads once the old ones are gone");
+}
+
+/* The loader exits on its own (no respawn) and a reload follows within the
+ * respawn window: its first fork looks like the loader's respawn, until
+ * the second comes sooner after it than it came after the loader's exit. */
+static void test_reload_after_loader_exit(void)
+{
+    const pid_t old[] = {11, 12, 10};
+
+    start_pinned();
+    die_at(13, 60000);
+    fork_at(30, 60100);
+    place_is(30, 1, 3, "the reload's first fork is taken for the loader's "
+             "respawn at first");
+    fork_at(31, 60100);
+    place_is(30, 2, 0, "the second fork shows it opened generation 2");
+    place_is(31, 2, 1, "the second fork is its rank 1");
+    fork_at(32, 60101);
+    fork_at(33, 60101);
+    place_is(33, 2, 3, "the burst stays in generation 2");
+    pin_at(30, 0, 60102);
+    pin_at(31, 1, 60102);
+    is_str(decide_at(60103), "follow 10 on 1", "old worker 0 still leads");
+    for (size_t i = 0; i < 3; i++)
+        die_at(old[i], 60200 + i);
+    is_str(decide_at(60300), "follow 30 on 0",
+           "old ones gone: the new worker 0 leads");
+
+    start_pinned();
+    die_at(13, 60000);
+    fork_at(30, 60300);
+    place_is(30, 2, 0, "a reload past the respawn window opens generation 2");
+
+    start_pinned();
+    die_at(13, 60000);
+    fork_at(30, 60100);
+    fork_at(31, 60100);
+    die_at(10, 60200);
+    die_at(11, 60201);
+    die_at(12, 60202);
+    is_str(decide_at(60300), "restore",
+           "a reload that removes the affinity soon after the loader's exit: "
+           "back to the original mask");
+}
+
+static void test_least_needed(void)
+{
+    reload();
+    ok(ma_brood_least_needed(&b)->pid == 13,
+       "channels to give up: the old loader first");
+    ma_brood_forget(&b, ma_brood_find_pid(&b, 13));
+    ma_brood_forget(&b, ma_brood_find_pid(&b, 12));
+    ma_brood_forget(&b, ma_brood_find_pid(&b, 11));
+    ok(ma_brood_least_needed(&b)->pid == 22,
+       "then the new generation's higher ranks");
+    ma_brood_forget(&b, ma_brood_find_pid(&b, 22));
+    ma_brood_forget(&b, ma_brood_find_pid(&b, 21));
+    ok(ma_brood_least_needed(&b)->pid == 10,
+       "then the old worker 0, before the new one");
+    ma_brood_forget(&b, ma_brood_find_pid(&b, 10));
+    ok(ma_brood_least_needed(&b)->pid == 20, "the new worker 0 last");
+    ma_brood_forget(&b, ma_brood_find_pid(&b, 20));
+    ok(ma_brood_least_needed(&b) == NULL, "and then none");
+}
+
 static void test_affinity_removed(void)
 {
     start_pinned();
@@ -279,6 +401,9 @@ int main(void)
     test_respawn();
     test_reload();
     test_affinity_removed();
+    test_reload_after_death();
+    test_reload_after_loader_exit();
+    test_least_needed();
     test_loader_exit();
     test_slow_forks();
     test_seen_while_waiting();

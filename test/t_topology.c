@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -580,6 +581,38 @@ static void test_broken(void)
 
 /* Two dies in a package: the die level is real. Without any cache
  * information the llc falls back to it. */
+/* No NUMA node holds a CPU (ENOENT) is not the same as nodes that cannot
+ * be read: the log line must name the real cause. */
+static void test_node_errors(void)
+{
+    const char *r = tree("twonode");
+    struct rlimit lim, tight;
+    int got, err, lowest;
+
+    if (!r)
+        return;
+    node_is(r, "twonode", 1, 1);
+    errno = 0;
+    got = ma_node_of_cpu(r, 5);
+    ok(got == -1 && errno == ENOENT, "no node holds CPU 5: ENOENT (%d, %s)",
+       got, strerror(errno));
+
+    /* Room for the node directory, none for a node's cpulist. */
+    lowest = dup(0);
+    close(lowest);
+    getrlimit(RLIMIT_NOFILE, &lim);
+    tight = lim;
+    tight.rlim_cur = (rlim_t)lowest + 1;
+    setrlimit(RLIMIT_NOFILE, &tight);
+    errno = 0;
+    got = ma_node_of_cpu(r, 1);
+    err = errno;
+    setrlimit(RLIMIT_NOFILE, &lim);
+    ok(got == -1 && err == EMFILE,
+       "no descriptor to read a node's CPUs: EMFILE, not \"no node\" (%d, %s)",
+       got, strerror(err));
+}
+
 static void test_multidie(void)
 {
     const char *s = "multidie", *r = tree(s);
@@ -773,6 +806,7 @@ int main(void)
     test_oldkernel();
     test_clusterpercpu();
     test_twopkg();
+    test_node_errors();
     test_multidie();
     test_bad_cpus();
     test_broken();
