@@ -56,8 +56,14 @@ void ma_memory_restore(void);
  * decided by ma_memory_follow (a thread can only set its own). */
 void ma_memory_prefork(void);
 
-/* Drops that policy, which a child (between fork and its return) or a new
- * program image would not have had without the library. Async-signal-safe. */
+/* Drops that policy, which a child (between fork and its return) would not
+ * have had without the library, and forgets it. Async-signal-safe. */
 void ma_memory_drop_policy(void);
+
+/* Around an exec of the master's, or of its vfork child which shares its
+ * memory: the thread leaves the policy, and takes it back if the exec
+ * fails. Async-signal-safe, and they write no state. */
+void ma_memory_leave_policy(void);
+void ma_memory_resume_policy(void);
 
 #endif

@@ -4,9 +4,9 @@
  * moved with libnuma's numa_move_pages(). nginx's shared zones need care:
  * the master's page tables usually map none of their pages (nginx touched
  * them before its daemon fork), and move_pages() only sees mapped pages, so
- * the resident pages of anonymous shared memory are read once to map them.
- * Only anonymous shared memory is touched that way: it cannot be truncated
- * under us, so the read cannot fault with SIGBUS.
+ * the resident pages of anonymous shared memory are read once to map them,
+ * through process_vm_readv(): the program may unmap a zone meanwhile, and
+ * the kernel then fails the read where a load of ours would fault.
  *
  * libnuma is opened with dlopen() in a master that migrates, so no other
  * process pays for it. */
@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -88,14 +89,25 @@ static bool node_in(const unsigned long *mask, int node)
     return mask[node / LONG_BITS] & (1UL << (node % LONG_BITS));
 }
 
-/* The threads of a process share their policy at start; the listener
- * inherited the main thread's, which is the one the user set. */
-static int user_policy(unsigned long *mask)
+/* The policy the user set, read once, before the library set any: the
+ * main thread takes ours at its forks, and may itself be the one that
+ * follows a worker (inside fork) and asks again later. */
+static struct {
+    bool read;
+    int mode;
+    unsigned long mask[MAX_NODES / LONG_BITS];
+} user;
+
+static int user_policy(const unsigned long **mask)
 {
-    int mode = MPOL_DEFAULT;
-    if (get_mempolicy_of_thread(&mode, mask) < 0)
-        return MPOL_DEFAULT;
-    return mode & 0xff;
+    if (!user.read) {
+        user.read = true;
+        if (get_mempolicy_of_thread(&user.mode, user.mask) < 0)
+            user.mode = MPOL_DEFAULT;
+        user.mode &= 0xff;
+    }
+    *mask = user.mask;
+    return user.mode;
 }
 
 /* Anonymous shared memory: nginx's zones ("/dev/zero (deleted)" on
@@ -149,26 +161,54 @@ static size_t pages_in(char *at, char *end, long page)
     return left < CHUNK ? left : CHUNK;
 }
 
+/* Maps the resident pages at pages[0..n) into our page tables, so that
+ * move_pages() sees them, by reading one byte of each through the kernel:
+ * the program may unmap the range at any moment (nginx drops zones on a
+ * reload), and a page that is gone then is a page not moved, never a
+ * fault in the master. Returns how many pages, from the first, were read. */
+static size_t map_in(void **pages, size_t n)
+{
+    static struct iovec remote[CHUNK];
+    static char sink[CHUNK];
+    struct iovec local = {.iov_base = sink, .iov_len = n};
+    ssize_t got = 0;
+    for (size_t i = 0; i < n; i++)
+        remote[i] = (struct iovec){.iov_base = pages[i], .iov_len = 1};
+    /* The kernel takes at most IOV_MAX remote pieces per call. */
+    for (size_t done = 0; done < n; done += (size_t)got) {
+        size_t ask = n - done < IOV_MAX ? n - done : IOV_MAX;
+        local.iov_base = sink + done;
+        local.iov_len = ask;
+        got = process_vm_readv(getpid(), &local, 1, remote + done, ask, 0);
+        if (got <= 0)
+            return done;
+        if ((size_t)got < ask)
+            return done + (size_t)got;
+    }
+    return n;
+}
+
 /* Anonymous shared memory: its resident pages, by mincore(), which looks
- * at the object, not at our page tables. */
+ * at the object, not at our page tables. Pages of a mapping we may read
+ * are mapped in first; the others only move where they are mapped. */
 static void move_shared_range(char *start, char *end, bool readable, int node,
                               struct moved *m)
 {
     static unsigned char vec[CHUNK];
+    static void *resident[CHUNK];
     long page = sysconf(_SC_PAGESIZE);
 
     for (char *at = start; at < end; at += CHUNK * page) {
-        size_t n = pages_in(at, end, page);
+        size_t n = pages_in(at, end, page), k = 0;
         if (mincore(at, n * (size_t)page, vec) < 0)
             return;
-        for (size_t i = 0; i < n; i++) {
-            char *p = at + i * (size_t)page;
-            if (!(vec[i] & 1))
-                continue;
-            if (readable)
-                (void)*(volatile char *)p;
-            queue_page(p, node, m);
-        }
+        for (size_t i = 0; i < n; i++)
+            if (vec[i] & 1)
+                resident[k++] = at + i * (size_t)page;
+        if (readable)
+            k = map_in(resident, k);
+        for (size_t i = 0; i < k; i++)
+            queue_page(resident[i], node, m);
     }
 }
 
@@ -251,14 +291,14 @@ static uint64_t elapsed_us(const struct timespec *since)
 /* Why memory may not move to node, or NULL when it may. */
 static const char *cannot_move(int node, char *buf, size_t len)
 {
-    unsigned long mask[MAX_NODES / LONG_BITS] = {0};
+    const unsigned long *mask;
     if (!load_numa())
         return numa.error;
     if (node > numa.max_node()) {
         snprintf(buf, len, "node %d does not exist", node);
         return buf;
     }
-    if (user_policy(mask) == MPOL_BIND && !node_in(mask, node)) {
+    if (user_policy(&mask) == MPOL_BIND && !node_in(mask, node)) {
         snprintf(buf, len, "its memory policy binds it elsewhere");
         return buf;
     }
@@ -268,13 +308,13 @@ static const char *cannot_move(int node, char *buf, size_t len)
 /* Later allocations prefer the node, unless the user chose a policy. */
 static void prefer_node(int node)
 {
-    unsigned long mask[MAX_NODES / LONG_BITS] = {0};
-    preferred_node = user_policy(mask) == MPOL_DEFAULT ? node : -1;
+    const unsigned long *mask;
+    preferred_node = user_policy(&mask) == MPOL_DEFAULT ? node : -1;
 }
 
 const char *ma_memory_follow(const cpu_set_t *leader)
 {
-    static char text[256];
+    static char text[PATH_MAX + 256];
     char why[128];
     const char *no;
     struct timespec t0;
@@ -283,8 +323,13 @@ const char *ma_memory_follow(const cpu_set_t *leader)
 
     if (!ma_cfg.migrate)
         return "memory not moved (MASTERAFF_MIGRATE=off)";
-    if (node < 0)
+    if (node < 0 && errno == ENOENT)
         return "memory not moved (no NUMA node found for the worker's CPU)";
+    if (node < 0) {
+        snprintf(text, sizeof text, "memory not moved (cannot read the NUMA "
+                 "nodes under %s: %s)", ma_cfg.sysfs, strerror(errno));
+        return text;
+    }
     if (ma_cfg.dry_run) {
         snprintf(text, sizeof text, "memory would move to node %d", node);
         return text;
@@ -318,24 +363,39 @@ void ma_memory_restore(void)
     preferred_node = -1;
 }
 
-void ma_memory_prefork(void)
+static long set_policy(int node)
 {
     unsigned long mask[MAX_NODES / LONG_BITS] = {0};
-    int node = preferred_node;
-    if (node == applied_node)
-        return;
-    if (node >= 0)
-        mask[node / LONG_BITS] |= 1UL << (node % LONG_BITS);
-    if (syscall(SYS_set_mempolicy, node >= 0 ? MPOL_PREFERRED : MPOL_DEFAULT,
-                node >= 0 ? mask : NULL, node >= 0 ? MAX_NODES : 0) == 0)
-        applied_node = node;
+    if (node < 0)
+        return syscall(SYS_set_mempolicy, MPOL_DEFAULT, NULL, 0UL);
+    mask[node / LONG_BITS] |= 1UL << (node % LONG_BITS);
+    return syscall(SYS_set_mempolicy, MPOL_PREFERRED, mask,
+                   (unsigned long)MAX_NODES);
+}
+
+void ma_memory_prefork(void)
+{
+    if (preferred_node != applied_node && set_policy(preferred_node) == 0)
+        applied_node = preferred_node;
+}
+
+/* Async-signal-safe, and writes nothing: a vfork child may call it. */
+void ma_memory_leave_policy(void)
+{
+    if (applied_node >= 0)
+        set_policy(-1);
+}
+
+void ma_memory_resume_policy(void)
+{
+    if (applied_node >= 0)
+        set_policy(applied_node);
 }
 
 /* Async-signal-safe: it runs between fork and its return in the child. */
 void ma_memory_drop_policy(void)
 {
-    if (applied_node >= 0)
-        syscall(SYS_set_mempolicy, MPOL_DEFAULT, NULL, 0UL);
+    ma_memory_leave_policy();
     applied_node = -1;
     preferred_node = -1;
 }
