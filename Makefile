@@ -25,7 +25,7 @@ MANPAGES = man/masteraff.1 man/libmasteraff.7
 UNIT_TESTS = test/t_cpulist test/t_topology test/t_brood
 # Programs the shell tests drive (test/faults.t, test/hostile.t, ...).
 TEST_PROGRAMS = test/errnos test/orphan test/mtmaster test/hostile \
-	test/secure test/vforkexec
+	test/secure test/vforkexec test/robust
 TEST_HELPERS = $(TEST_PROGRAMS) test/blockinit.so
 ASAN_TESTS = $(UNIT_TESTS:test/t_%=test/asan_%)
 TEST_CFLAGS = $(WARN) -g -O1 -DSRCDIR=\"$(CURDIR)\" -I.

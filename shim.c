@@ -31,7 +31,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -73,18 +76,31 @@ static void *next_definition(void **slot, const char *name)
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* What this process is to the library. Reset in every child. */
+/* A descriptor the library made, and which file it is: the program may
+ * close the number and get it back for a file of its own. */
+struct owned_fd {
+    int fd; /* or -1 */
+    dev_t dev;
+    ino_t ino;
+};
+
+#define NO_FD {.fd = -1}
+
+/* What this process is to the library. Reset in every child. A vfork
+ * child shares it with its parent, and must leave it alone. */
 static struct {
-    int report_fd;     /* channel to the parent, or -1 */
-    pid_t parent;      /* who report_fd leads to */
+    pid_t pid;         /* the process it describes */
+    struct owned_fd report; /* channel to the parent */
+    pid_t parent;      /* who the channel leads to */
     bool listening;    /* its listener thread runs */
     bool gave_up;      /* could not become a master; logged once */
     bool warned_channel;
-    int epoll_fd;      /* a master's set of channels to its children */
+    struct owned_fd epoll; /* a master's set of channels to its children */
+    struct owned_fd wake; /* an eventfd in that set: a fork wakes the listener */
     cpu_set_t original;
     cpu_set_t placed;  /* the mask the master was last given */
     cpu_set_t handled; /* the leader mask last followed or refused */
-} self = {.report_fd = -1, .epoll_fd = -1};
+} self = {.report = NO_FD, .epoll = NO_FD, .wake = NO_FD};
 
 static struct ma_brood brood;
 
@@ -95,7 +111,13 @@ static struct ma_topology topology;
 
 static bool is_master(void)
 {
-    return self.epoll_fd >= 0;
+    return self.epoll.fd >= 0;
+}
+
+/* False in a vfork child, which runs on its parent's memory. */
+static bool in_own_process(void)
+{
+    return getpid() == self.pid;
 }
 
 static bool moved(void)
@@ -105,7 +127,7 @@ static bool moved(void)
 
 /* The channel made for one fork, before it happens. */
 struct prefork {
-    int master_end, child_end;
+    struct owned_fd master_end, child_end;
     struct ma_place place;
 };
 
@@ -142,6 +164,7 @@ static void load_target(void)
 
 static void load(void)
 {
+    self.pid = getpid();
     resolve_for_children();
     if (ma_config_target())
         load_target();
@@ -176,6 +199,56 @@ static void close_keeping_errno(int fd)
     errno = e;
 }
 
+/* ---- descriptors: closed only while their number is still ours ----
+ * Async-signal-safe: they run in children between fork and return. */
+
+static struct owned_fd own(int fd)
+{
+    struct owned_fd o = {.fd = fd};
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0) {
+        o.dev = st.st_dev;
+        o.ino = st.st_ino;
+    }
+    return o;
+}
+
+static bool same_file(int fd, dev_t dev, ino_t ino)
+{
+    struct stat st;
+    int e = errno;
+    bool same = fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == dev &&
+                st.st_ino == ino;
+    errno = e;
+    return same;
+}
+
+static bool is_ours(const struct owned_fd *o)
+{
+    return same_file(o->fd, o->dev, o->ino);
+}
+
+static void release(struct owned_fd *o)
+{
+    if (is_ours(o))
+        close_keeping_errno(o->fd);
+    o->fd = -1;
+}
+
+/* Every epoll set shares one inode, and so does every eventfd: ours are
+ * the set that holds our eventfd under its number, which EPOLL_CTL_MOD
+ * finds there and nowhere else. MOD rather than ADD: a set of the
+ * program's is not touched even for a moment. */
+static bool epoll_is_ours(void)
+{
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = self.wake.fd};
+    int e = errno;
+    bool ours = is_ours(&self.epoll) && is_ours(&self.wake) &&
+                epoll_ctl(self.epoll.fd, EPOLL_CTL_MOD, ev.data.fd, &ev) == 0;
+    errno = e;
+    return ours;
+}
+
 /* ---- the child's side ---- */
 
 static bool pins_itself(pid_t pid)
@@ -192,21 +265,23 @@ static void report_pin(void)
     r.sent_ns = now_ns();
     ma_report_encode(&r, msg);
     /* The parent may be gone or not reading: never block, never SIGPIPE. */
-    if (send(self.report_fd, msg, sizeof msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 &&
+    if (send(self.report.fd, msg, sizeof msg, MSG_DONTWAIT | MSG_NOSIGNAL) <
+            0 &&
         errno != EAGAIN) {
         ma_log(MA_LOG_WARN, "process %d pinned itself, but its parent %d "
                "cannot be told (%s); nothing follows it", getpid(),
                self.parent, strerror(errno));
-        close(self.report_fd);
-        self.report_fd = -1;
+        release(&self.report);
     }
 }
 
 /* A successful pin is worth a report only in a child with a channel: any
- * other program does not even ask whether it pinned itself. */
+ * other program does not even ask whether it pinned itself. A vfork child
+ * of that child is not the one its parent knows. */
 static bool may_report(int rc)
 {
-    return rc == 0 && ma_cfg.active && self.report_fd >= 0;
+    return rc == 0 && ma_cfg.active && is_ours(&self.report) &&
+           in_own_process();
 }
 
 static void report_pin_keeping_errno(void)
@@ -311,13 +386,14 @@ static void time_since_pin(char *buf, size_t len)
 }
 
 static void log_followed(const cpu_set_t *target, const char *units,
-                         const char *after, const char *memory)
+                         bool stays, const char *after, const char *memory)
 {
     char cpus[4096], lead[4096];
-    ma_log(MA_LOG_NOTICE, "%smaster %d -> CPUs %s (%s), following worker %d "
-           "on CPU%s %s%s; %s",
+    ma_log(MA_LOG_NOTICE, "%smaster %d %s CPUs %s (%s), %s worker %d on CPU%s "
+           "%s%s; %s",
            ma_cfg.dry_run ? "dry run: " : "", getpid(),
-           cpus_text(target, cpus, sizeof cpus), units, brood.lead_pid,
+           stays ? "stays on" : "->", cpus_text(target, cpus, sizeof cpus),
+           units, stays ? "already there for" : "following", brood.lead_pid,
            CPU_COUNT(&brood.lead_mask) > 1 ? "s" : "",
            cpus_text(&brood.lead_mask, lead, sizeof lead), after, memory);
 }
@@ -326,8 +402,6 @@ static void log_followed(const cpu_set_t *target, const char *units,
 static int place_master(const cpu_set_t *target)
 {
     char cpus[4096];
-    if (CPU_EQUAL(target, &self.placed))
-        return -1;
     if (!ma_cfg.dry_run && place_all_threads(target) < 0) {
         ma_log(MA_LOG_WARN, "could not move master %d to CPUs %s: %s; "
                "skipped", getpid(), cpus_text(target, cpus, sizeof cpus),
@@ -377,10 +451,23 @@ static int follow_target(cpu_set_t *target, char *units, size_t len)
 #define TOUCH_UP_NS (200 * 1000 * 1000ULL)
 static uint64_t touch_up_at;
 
+/* The listener may be asleep with no timeout: a newly planned touch-up
+ * wakes it. */
+static void wake_listener(void)
+{
+    uint64_t one = 1;
+    if (write(self.wake.fd, &one, sizeof one) < 0)
+        return;
+}
+
 static void plan_touch_up(void)
 {
-    if (moved() && ma_cfg.migrate && !ma_cfg.dry_run && brood.following)
-        touch_up_at = now_ns() + TOUCH_UP_NS;
+    bool planned = touch_up_at != 0;
+    if (!(ma_cfg.migrate && !ma_cfg.dry_run && brood.following))
+        return;
+    touch_up_at = now_ns() + TOUCH_UP_NS;
+    if (!planned)
+        wake_listener();
 }
 
 static void touch_up_if_due(void)
@@ -388,9 +475,33 @@ static void touch_up_if_due(void)
     if (!touch_up_at || now_ns() < touch_up_at)
         return;
     touch_up_at = 0;
-    if (moved() && brood.following)
+    if (brood.following)
         ma_log(MA_LOG_INFO, "master %d after its later forks: %s", getpid(),
                ma_memory_follow(&brood.lead_mask));
+}
+
+static void restore(void)
+{
+    CPU_ZERO(&self.handled);
+    if (moved() && place_master(&self.original) < 0)
+        return;
+    ma_memory_restore();
+    log_restored();
+}
+
+/* A leader on new CPUs is said even when the master is already on its
+ * unit (a cpuset, or worker 0 moved to the other node of the package): its
+ * memory may have to move all the same. */
+static void follow(const cpu_set_t *target, const char *units)
+{
+    char after[64];
+    bool stays = CPU_EQUAL(target, &self.placed);
+    if (!stays && place_master(target) < 0)
+        return;
+    time_since_pin(after, sizeof after);
+    log_followed(target, units, stays, after,
+                 ma_memory_follow(&brood.lead_mask));
+    plan_touch_up();
 }
 
 /* Acts on the leader choice after any event. */
@@ -404,36 +515,31 @@ static void apply_decision(void)
     case MA_WAIT:
         return;
     case MA_RESTORE:
-        CPU_ZERO(&self.handled);
-        if (place_master(&self.original) == 0) {
-            ma_memory_restore();
-            log_restored();
-        }
-        return;
+        return restore();
     case MA_FOLLOW:
         /* Most events (a death, a sibling's pin, a fork) leave the leader's
          * mask as it was: it was followed, or refused and said, already. */
         if (CPU_EQUAL(&brood.lead_mask, &self.handled))
             return;
         self.handled = brood.lead_mask;
-        if (follow_target(&target, units, sizeof units) < 0)
-            return;
-        if (place_master(&target) == 0) {
-            char after[64];
-            time_since_pin(after, sizeof after);
-            log_followed(&target, units, after,
-                         ma_memory_follow(&brood.lead_mask));
-            plan_touch_up();
-        }
+        if (follow_target(&target, units, sizeof units) == 0)
+            follow(&target, units);
         return;
     }
 }
 
 /* ---- the master's side: its children's channels ---- */
 
+static bool channel_is_ours(const struct ma_child *c)
+{
+    return same_file(c->fd, c->fd_dev, c->fd_ino);
+}
+
 static void stop_listening(struct ma_child *c)
 {
-    epoll_ctl(self.epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+    if (!channel_is_ours(c))
+        return;
+    epoll_ctl(self.epoll.fd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
 }
 
@@ -498,7 +604,7 @@ static void read_ready(const struct epoll_event *ev, int n)
 static void drain_channels(void)
 {
     struct epoll_event ev[32];
-    read_ready(ev, epoll_wait(self.epoll_fd, ev, 32, 0));
+    read_ready(ev, epoll_wait(self.epoll.fd, ev, 32, 0));
 }
 
 /* Milliseconds until the earliest of a deferred decision and a touch-up,
@@ -549,51 +655,6 @@ static void read_topology(void)
     }
 }
 
-static void *listener(void *arg)
-{
-    struct epoll_event ev[32];
-    int timeout = -1;
-    (void)arg;
-    read_topology();
-    for (;;) {
-        int n = epoll_wait(self.epoll_fd, ev, 32, timeout);
-        if (n < 0 && errno != EINTR) {
-            ma_log(MA_LOG_WARN, "stopped listening to children: %s",
-                   strerror(errno));
-            return NULL;
-        }
-        pthread_mutex_lock(&lock);
-        read_ready(ev, n);
-        if (n == 0) {
-            apply_decision();
-            touch_up_if_due();
-        }
-        timeout = listener_timeout();
-        pthread_mutex_unlock(&lock);
-    }
-}
-
-/* A thread that must never take a signal meant for the program. */
-static int start_listener(void)
-{
-    pthread_t t;
-    pthread_attr_t attr;
-    sigset_t all, old;
-    int rc;
-
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 64 * 1024);
-    rc = pthread_create(&t, &attr, listener, NULL);
-    pthread_attr_destroy(&attr);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc == 0)
-        pthread_setname_np(t, "masteraff");
-    return rc;
-}
-
 static void give_up(const char *what, int err)
 {
     self.gave_up = true;
@@ -605,16 +666,112 @@ static void give_up(const char *what, int err)
  * leaves the master's parent dead at once. */
 static void drop_orphan_channel(void)
 {
-    if (self.report_fd >= 0 && getppid() != self.parent) {
-        close(self.report_fd);
-        self.report_fd = -1;
+    if (self.report.fd >= 0 && getppid() != self.parent)
+        release(&self.report);
+}
+
+static bool make_wake_fd(void)
+{
+    struct epoll_event ev = {.events = EPOLLIN};
+    self.wake = own(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    ev.data.fd = self.wake.fd;
+    return self.wake.fd >= 0 &&
+           epoll_ctl(self.epoll.fd, EPOLL_CTL_ADD, self.wake.fd, &ev) == 0;
+}
+
+/* Closes what is still ours of the master's descriptors: the program may
+ * have closed them (all descriptors above 2, say) and reused the numbers. */
+static void stop_being_master(void)
+{
+    for (size_t i = 0; i < brood.n; i++)
+        if (channel_is_ours(&brood.kids[i]))
+            close_keeping_errno(brood.kids[i].fd);
+    brood.n = 0;
+    if (epoll_is_ours())
+        close_keeping_errno(self.epoll.fd);
+    self.epoll.fd = -1;
+    release(&self.wake);
+}
+
+/* What wakes the listener's epoll_wait is read by it alone: a fork's own
+ * look at the channels leaves it, so the wake-up is not lost. */
+static void drain_wake(void)
+{
+    uint64_t n;
+    if (read(self.wake.fd, &n, sizeof n) < 0)
+        return;
+}
+
+/* Under the lock: a log line could take a libc lock a fork would copy. */
+static void stop_listener(int err)
+{
+    bool closed = !epoll_is_ours();
+    self.listening = false;
+    stop_being_master();
+    if (closed)
+        give_up("the program closed the library's descriptors", EBADF);
+    else
+        give_up("stopped listening to children", err);
+}
+
+static void *listener(void *arg)
+{
+    struct epoll_event ev[32];
+    int timeout = -1;
+    (void)arg;
+    read_topology();
+    for (;;) {
+        int n = epoll_wait(self.epoll.fd, ev, 32, timeout);
+        int err = n < 0 && errno != EINTR ? errno : 0;
+        pthread_mutex_lock(&lock);
+        if (!is_master()) { /* a fork found the descriptors gone */
+            self.listening = false;
+            pthread_mutex_unlock(&lock);
+            return NULL;
+        }
+        if (err || !epoll_is_ours()) {
+            stop_listener(err ? err : EBADF);
+            pthread_mutex_unlock(&lock);
+            return NULL;
+        }
+        drain_wake();
+        read_ready(ev, n);
+        if (n == 0)
+            apply_decision();
+        touch_up_if_due();
+        timeout = listener_timeout();
+        pthread_mutex_unlock(&lock);
     }
 }
 
-/* The first fork makes a master: its original mask and its epoll set. The
- * listener thread comes after the fork, in the parent only: a thread
- * created before it would leave glibc's thread signal handlers installed
- * in a child that itself never has a thread. */
+/* A thread that must never take a signal meant for the program. Its
+ * stack also holds the program's static TLS, which glibc puts there. */
+#define LISTENER_STACK (256 * 1024)
+
+static int start_listener(void)
+{
+    pthread_t t;
+    pthread_attr_t attr;
+    sigset_t all, old;
+    int rc;
+
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, LISTENER_STACK);
+    rc = pthread_create(&t, &attr, listener, NULL);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == 0)
+        pthread_setname_np(t, "masteraff");
+    return rc;
+}
+
+/* The first fork makes a master: its original mask, its epoll set and the
+ * eventfd that wakes its listener. The listener thread comes after the fork,
+ * in the parent only: a thread created before it would leave glibc's
+ * thread signal handlers installed in a child that itself never has one. */
 static bool become_master(void)
 {
     if (is_master() || self.gave_up)
@@ -625,13 +782,29 @@ static bool become_master(void)
     }
     self.placed = self.original;
     CPU_ZERO(&self.handled);
-    self.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-    if (self.epoll_fd < 0) {
+    self.epoll = own(epoll_create1(EPOLL_CLOEXEC));
+    if (self.epoll.fd < 0) {
         give_up("cannot create its epoll set", errno);
+        return false;
+    }
+    if (!make_wake_fd()) {
+        int e = errno;
+        stop_being_master();
+        give_up("cannot create its eventfd", e);
         return false;
     }
     ma_brood_init(&brood);
     return true;
+}
+
+/* Whether the master's descriptors are still the library's. */
+static bool still_master(void)
+{
+    if (epoll_is_ours())
+        return true;
+    stop_being_master();
+    give_up("the program closed the library's descriptors", EBADF);
+    return false;
 }
 
 static void warn_no_channel(const char *why)
@@ -643,12 +816,43 @@ static void warn_no_channel(const char *why)
            "followed", getpid(), why);
 }
 
+/* The program needs descriptors for each child too (nginx: a socketpair
+ * per worker, twice as many during a reload), and must never run out
+ * because of the library: after each fork's channel, a few descriptors
+ * (1/32 of the soft limit, at least 8: the listener opens up to three
+ * files for a moment) must stay free below the limit, or the library
+ * gives up this channel and then closes others. Numbers
+ * are given lowest first, so every number below the channel's is taken. */
+static long descriptors_missing(const int sv[2])
+{
+    struct rlimit lim;
+    long top = sv[0] > sv[1] ? sv[0] : sv[1], reserve;
+    if (getrlimit(RLIMIT_NOFILE, &lim) < 0 || lim.rlim_cur == RLIM_INFINITY ||
+        lim.rlim_cur > (rlim_t)INT_MAX)
+        return 0;
+    reserve = (long)lim.rlim_cur / 32 > 8 ? (long)lim.rlim_cur / 32 : 8;
+    return reserve - ((long)lim.rlim_cur - 1 - top);
+}
+
+/* Closes the channels the leader choice can best do without, until
+ * `missing` descriptors are free again. */
+static void yield_descriptors(long missing)
+{
+    struct ma_child *c;
+    while (missing-- > 0 && (c = ma_brood_least_needed(&brood))) {
+        stop_listening(c);
+        ma_brood_forget(&brood, c);
+    }
+    apply_decision();
+}
+
 static struct prefork prepare_fork(uint64_t asked_ns)
 {
-    struct prefork pf = {.master_end = -1, .child_end = -1};
+    struct prefork pf = {.master_end = NO_FD, .child_end = NO_FD};
+    long missing;
     int sv[2];
     drop_orphan_channel();
-    if (!become_master())
+    if (!become_master() || !still_master())
         return pf;
     drain_channels();
     ma_memory_prefork();
@@ -661,19 +865,17 @@ static struct prefork prepare_fork(uint64_t asked_ns)
         warn_no_channel(strerror(errno));
         return pf;
     }
-    pf.master_end = sv[0];
-    pf.child_end = sv[1];
+    missing = descriptors_missing(sv);
+    if (missing > 0) {
+        close(sv[0]);
+        close(sv[1]);
+        yield_descriptors(missing - 2);
+        warn_no_channel("too few descriptors left for the program");
+        return pf;
+    }
+    pf.master_end = own(sv[0]);
+    pf.child_end = own(sv[1]);
     return pf;
-}
-
-/* Without a listener the channels are dead weight: close them all. */
-static void stop_being_master(void)
-{
-    for (size_t i = 0; i < brood.n; i++)
-        close(brood.kids[i].fd);
-    brood.n = 0;
-    close(self.epoll_fd);
-    self.epoll_fd = -1;
 }
 
 static void start_listening(void)
@@ -690,50 +892,55 @@ static void start_listening(void)
     give_up("cannot start its listener thread", rc);
 }
 
-static void after_fork_in_parent(const struct prefork *pf, pid_t pid)
+static bool listen_to(const struct owned_fd *channel, pid_t pid,
+                      struct ma_place place)
 {
-    struct epoll_event ev = {.events = EPOLLIN};
-    close_keeping_errno(pf->child_end);
-    if (pid < 0 || pf->master_end < 0) {
-        close_keeping_errno(pf->master_end);
-        return;
-    }
-    ev.data.fd = pf->master_end;
-    if (!ma_brood_add(&brood, pid, pf->master_end, pf->place, now_ns()) ||
-        epoll_ctl(self.epoll_fd, EPOLL_CTL_ADD, pf->master_end, &ev) < 0) {
-        struct ma_child *c = ma_brood_find_fd(&brood, pf->master_end);
-        if (c)
-            ma_brood_forget(&brood, c);
-        close_keeping_errno(pf->master_end);
-    }
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = channel->fd};
+    struct ma_child *c = ma_brood_add(&brood, pid, channel->fd, place,
+                                      now_ns());
+    if (!c)
+        return false;
+    c->fd_dev = channel->dev;
+    c->fd_ino = channel->ino;
+    if (epoll_ctl(self.epoll.fd, EPOLL_CTL_ADD, channel->fd, &ev) == 0)
+        return true;
+    ma_brood_forget(&brood, c);
+    return false;
+}
+
+static void after_fork_in_parent(struct prefork *pf, pid_t pid)
+{
+    release(&pf->child_end);
+    if (pid < 0 || pf->master_end.fd < 0 ||
+        !listen_to(&pf->master_end, pid, pf->place))
+        release(&pf->master_end);
     plan_touch_up();
     start_listening();
 }
 
 /* Runs in the child between fork and its return: async-signal-safe only.
- * The child keeps nothing of the master's but its own channel. */
-static void after_fork_in_child(const struct prefork *pf)
+ * The child keeps nothing of the master's but its own channel, and closes
+ * only what is still the library's. */
+static void after_fork_in_child(struct prefork *pf)
 {
     static const pthread_mutex_t unlocked = PTHREAD_MUTEX_INITIALIZER;
-    for (size_t i = 0; i < brood.n; i++)
-        close(brood.kids[i].fd);
-    if (self.epoll_fd >= 0)
-        close(self.epoll_fd);
-    if (self.report_fd >= 0)
-        close(self.report_fd);
-    if (pf->master_end >= 0)
-        close(pf->master_end);
+    self.pid = getpid();
+    if (is_master())
+        stop_being_master();
+    release(&self.report);
+    release(&pf->master_end);
     if (moved())
         REAL(sched_setaffinity)(0, sizeof self.original, &self.original);
     ma_memory_drop_policy();
-    brood.n = 0;
-    self.report_fd = pf->child_end;
+    self.report = pf->child_end;
     self.parent = getppid();
     self.listening = false;
     self.gave_up = false;
     self.warned_channel = false;
-    self.epoll_fd = -1;
     self.placed = self.original;
+    /* Another thread of the parent may have been waiting for the lock:
+     * nobody waits for it in this child. */
+    forks_waiting = 0;
     memcpy(&lock, &unlocked, sizeof lock);
 }
 
@@ -786,10 +993,8 @@ EXPORT pid_t setsid(void)
         return -1;
     }
     rc = next();
-    if (rc >= 0 && self.report_fd >= 0) {
-        close_keeping_errno(self.report_fd);
-        self.report_fd = -1;
-    }
+    if (rc >= 0 && in_own_process())
+        release(&self.report);
     return rc;
 }
 
@@ -829,21 +1034,31 @@ static int execve_carrying(const char *path, char *const argv[],
     return REAL(execve)(path, argv, env);
 }
 
-/* The path as nginx passes it (its argv[0]) against the one we loaded in. */
+/* Whether path (nginx passes its argv[0]) is the program we were loaded
+ * in, by whatever name (a symlink, a path relative to where nginx
+ * started): the file now at our executable's path, which an upgrade
+ * replaces. stat is async-signal-safe. */
 static bool same_program(const char *path)
 {
-    return path && strcmp(path, ma_cfg.exe) == 0;
+    struct stat a, b;
+    int e = errno;
+    bool same = path && stat(path, &a) == 0 && stat(ma_cfg.exe, &b) == 0 &&
+                a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+    errno = e;
+    return same;
 }
 
 /* A master that re-executes itself in place (uWSGI's reload) would take
  * the mask it was moved to for its original one: the new image starts
- * where the program started. If exec fails the master is put back. */
+ * where the program started. If exec fails the master is put back. The
+ * caller may be a vfork child sharing the master's memory: only its own
+ * thread's mask and policy change, no bookkeeping. */
 static bool leave_placement(void)
 {
     if (!ma_cfg.active || !moved())
         return false;
     REAL(sched_setaffinity)(0, sizeof self.original, &self.original);
-    ma_memory_drop_policy();
+    ma_memory_leave_policy();
     return true;
 }
 
@@ -851,6 +1066,7 @@ static int resume_placement(int rc)
 {
     int e = errno;
     REAL(sched_setaffinity)(0, sizeof self.placed, &self.placed);
+    ma_memory_resume_policy();
     errno = e;
     return rc;
 }
@@ -866,7 +1082,7 @@ EXPORT int execve(const char *path, char *const argv[], char *const envp[])
         errno = ENOSYS;
         return -1;
     }
-    if (ma_cfg.active && self.report_fd >= 0 && same_program(path))
+    if (ma_cfg.active && self.report.fd >= 0 && same_program(path))
         return execve_carrying(path, argv, envp);
     if (leave_placement())
         return resume_placement(next(path, argv, envp));

@@ -176,6 +176,27 @@ wait_pinned_workers() {
     wait_pinned "$w0" "$w1"
 }
 
+# relay PREFIX COMMAND...: runs a helper program and passes its "ok - ..." /
+# "not ok - ..." lines on as TAP, prefixed; other lines become diagnostics.
+# Fails when the program exits non-zero or says nothing. Its output is kept
+# in $T/relayed.
+relay() {
+    local prefix=$1 line n=0 rc
+    shift
+    : >"$T/relayed"
+    while IFS= read -r line; do
+        echo "$line" >>"$T/relayed"
+        case $line in
+        "ok - "*) ok 0 "$prefix: ${line#ok - }"; n=$((n + 1)) ;;
+        "not ok - "*) ok 1 "$prefix: ${line#not ok - }"; n=$((n + 1)) ;;
+        rc=*) rc=${line#rc=} ;;
+        *) diag "$prefix: $line" ;;
+        esac
+    done < <("$@"; echo "rc=$?")
+    [ "$rc" = 0 ] && [ "$n" -gt 0 ]
+    ok $? "$prefix: exits 0 after $n checks (status $rc)"
+}
+
 # Bails out unless the test programs named (test/NAME, built by make) exist.
 need_programs() {
     local p

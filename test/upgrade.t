@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # nginx's binary upgrade (USR2): the new master, exec'd with a scrubbed
 # environment, keeps the library and is placed by the same rules, with and
-# without `env LD_PRELOAD;` in nginx.conf.
+# without `env LD_PRELOAD;` in nginx.conf, and when nginx was started
+# through a symlink or by a path relative to where it started.
 . "$(dirname "$0")/lib.sh"
 PORT=18089
 make_twopkg
@@ -40,4 +41,18 @@ write_conf "10 01"
 upgrade "scrubbed environment"
 write_conf "10 01" "env LD_PRELOAD; env MASTERAFF_SYSFS;"
 upgrade "env LD_PRELOAD in nginx.conf"
+
+# nginx re-executes its argv[0]: the library must know it for itself.
+# (Not NGINX=... upgrade: nginx reads a variable of that name.)
+write_conf "10 01"
+mkdir -p "$T/bin" "$T/sbin"
+ln -s "$NGINX" "$T/bin/nginx"
+cp "$NGINX" "$T/sbin/nginx"
+installed=$NGINX
+NGINX=$T/bin/nginx
+upgrade "started through a symlink"
+cd "$T/sbin" || exit 1
+NGINX=./nginx
+upgrade "started as ./nginx from its directory"
+cd / && NGINX=$installed
 done_testing
