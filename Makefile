@@ -14,8 +14,8 @@ LIB_CFLAGS = $(WARN) -fPIC -fvisibility=hidden -D_FORTIFY_SOURCE=2 $(CFLAGS)
 LDLIBS = -ldl -pthread
 
 LIB = libmasteraff.so
-LIB_SRC = shim.c config.c memory.c affinity.c
-LIB_HDR = affinity.h internal.h
+LIB_SRC = shim.c config.c memory.c affinity.c nginxconf.c
+LIB_HDR = affinity.h internal.h nginxconf.h
 
 CMD = masteraff
 CMD_SRC = masteraff.c affinity.c pages.c
@@ -26,7 +26,8 @@ UNIT_TESTS = test/t_cpulist test/t_topology test/t_brood
 # Programs the shell tests drive (test/faults.t, test/hostile.t, ...).
 TEST_PROGRAMS = test/errnos test/orphan test/mtmaster test/hostile \
 	test/secure test/vforkexec
-TEST_HELPERS = $(TEST_PROGRAMS) test/blockinit.so
+# test/predict.t compares test/predict with a real nginx.
+TEST_HELPERS = $(TEST_PROGRAMS) test/predict test/blockinit.so
 ASAN_TESTS = $(UNIT_TESTS:test/t_%=test/asan_%)
 TEST_CFLAGS = $(WARN) -g -O1 -DSRCDIR=\"$(CURDIR)\" -I.
 
@@ -46,6 +47,9 @@ test/t_%: test/t_%.c affinity.c affinity.h test/tap.h
 
 $(TEST_PROGRAMS): test/%: test/%.c affinity.h test/helpers.h
 	$(CC) $(WARN) -g -O1 -pthread -o $@ $< -ldl
+
+test/predict: test/predict.c nginxconf.c nginxconf.h affinity.c affinity.h
+	$(CC) $(TEST_CFLAGS) -o $@ $< nginxconf.c affinity.c
 
 test/blockinit.so: test/blockinit.c
 	$(CC) $(WARN) -g -O1 -fPIC -shared -o $@ $<

@@ -1,0 +1,37 @@
+/* libmasteraff: worker 0's CPUs from an nginx command line and the
+ * configuration it names, by nginx's own rules (src/core/nginx.c,
+ * src/core/ngx_conf_file.c), before nginx has read anything.
+ *
+ * Pure logic over files: no process state, no globals, nothing written,
+ * every descriptor closed and every allocation freed before it returns,
+ * errno as the caller left it. Any doubt is "no placement" with a reason. */
+#ifndef MASTERAFF_NGINXCONF_H
+#define MASTERAFF_NGINXCONF_H
+
+#include <sched.h>
+#include <stdbool.h>
+
+/* Bounds on the work: a configuration past them is a doubt. */
+#define MA_NGX_MAX_FILE_BYTES (1L << 20)   /* one configuration file */
+#define MA_NGX_MAX_TOTAL_BYTES (4L << 20)  /* all files together */
+#define MA_NGX_MAX_FILES 64                /* files opened, includes too */
+#define MA_NGX_MAX_DEPTH 8                 /* nested includes */
+#define MA_NGX_MAX_EXE_BYTES (64L << 20)   /* executable scanned for paths */
+
+struct ma_ngx_prediction {
+    bool place;         /* an nginx master will start, and worker 0 pins */
+    cpu_set_t worker0;  /* worker 0's mask as nginx will ask for it (not
+                           yet intersected with any allowed set) */
+    char reason[320];   /* why not; or, with place, where the mask is set */
+    unsigned n_files;   /* configuration files read */
+    char files[1024];   /* their names, ", "-separated, "..." if cut */
+};
+
+/* Predicts worker 0's CPUs for nginx started as argv (argc words, as
+ * main() gets them) from the executable at exe (read only when no -c or a
+ * relative one needs the compiled-in paths), on a machine with ncpu online
+ * CPUs (nginx uses sysconf(_SC_NPROCESSORS_ONLN) for "auto"). */
+void ma_ngx_predict(int argc, char *const argv[], const char *exe, long ncpu,
+                    struct ma_ngx_prediction *out);
+
+#endif

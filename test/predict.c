@@ -1,0 +1,45 @@
+/* Prints what the library predicts for an nginx command line:
+ *
+ *   test/predict [-n NCPU] [-x EXECUTABLE] -- NGINX-ARGUMENTS...
+ *
+ * "place CPULIST" or "none: REASON", then "files N: NAMES". NCPU defaults
+ * to the online CPUs, the executable to /usr/sbin/nginx. */
+#define _GNU_SOURCE
+#include "affinity.h"
+#include "nginxconf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int main(int argc, char **argv)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *exe = "/usr/sbin/nginx";
+    struct ma_ngx_prediction p;
+    char list[8192];
+    int i = 1;
+    for (; i + 1 < argc && strcmp(argv[i], "--") != 0; i += 2) {
+        if (strcmp(argv[i], "-n") == 0)
+            ncpu = atol(argv[i + 1]);
+        else if (strcmp(argv[i], "-x") == 0)
+            exe = argv[i + 1];
+    }
+    if (i >= argc || strcmp(argv[i], "--") != 0) {
+        fprintf(stderr, "usage: %s [-n NCPU] [-x EXE] -- NGINX-ARGS...\n",
+                argv[0]);
+        return 2;
+    }
+    /* nginx's argv[0] is the program, as after "--". */
+    argv[i] = (char *)exe;
+    ma_ngx_predict(argc - i, argv + i, exe, ncpu, &p);
+    if (p.place) {
+        ma_cpulist_format(&p.worker0, list, sizeof list);
+        printf("place %s\n", list);
+    } else {
+        printf("none: %s\n", p.reason);
+    }
+    printf("files %u: %s\n", p.n_files, p.files);
+    return 0;
+}
