@@ -22,7 +22,7 @@ CMD_SRC = masteraff.c affinity.c pages.c
 CMD_HDR = affinity.h pages.h
 MANPAGES = man/masteraff.1 man/libmasteraff.7
 
-UNIT_TESTS = test/t_cpulist test/t_topology test/t_brood
+UNIT_TESTS = test/t_cpulist test/t_topology test/t_brood test/t_nginxconf
 # Programs the shell tests drive (test/faults.t, test/hostile.t, ...).
 TEST_PROGRAMS = test/errnos test/orphan test/mtmaster test/hostile \
 	test/secure test/vforkexec
@@ -45,6 +45,11 @@ $(CMD): $(CMD_SRC) $(CMD_HDR)
 test/t_%: test/t_%.c affinity.c affinity.h test/tap.h
 	$(CC) $(TEST_CFLAGS) -o $@ $< affinity.c
 
+# The configuration reader's test links it too (as its asan_ build below).
+test/t_nginxconf: test/t_nginxconf.c nginxconf.c nginxconf.h affinity.c \
+		affinity.h test/tap.h
+	$(CC) $(TEST_CFLAGS) -o $@ $< nginxconf.c affinity.c
+
 $(TEST_PROGRAMS): test/%: test/%.c affinity.h test/helpers.h
 	$(CC) $(WARN) -g -O1 -pthread -o $@ $< -ldl
 
@@ -57,6 +62,10 @@ test/blockinit.so: test/blockinit.c
 # The unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
 test/asan_%: test/t_%.c affinity.c affinity.h test/tap.h
 	$(CC) $(TEST_CFLAGS) -fsanitize=address,undefined -fno-sanitize-recover=all -o $@ $< affinity.c
+
+test/asan_nginxconf: test/t_nginxconf.c nginxconf.c nginxconf.h affinity.c \
+		affinity.h test/tap.h
+	$(CC) $(TEST_CFLAGS) -fsanitize=address,undefined -fno-sanitize-recover=all -o $@ $< nginxconf.c affinity.c
 
 # What the tests need on Debian 12 (CI runs this as root).
 TEST_DEPS = build-essential clang nginx-light curl procps psmisc numactl \

@@ -459,6 +459,9 @@ static void affinity_auto(struct ctx *c, const struct directive *d)
 static bool set_affinity(struct ctx *c)
 {
     const struct directive *d = &c->d;
+    if (d->n < 2)
+        return fail(c, "invalid number of arguments in "
+                       "\"worker_cpu_affinity\"");
     if (c->affinity)
         return fail(c, "\"worker_cpu_affinity\" directive is duplicate");
     c->affinity = true;
