@@ -99,8 +99,9 @@ install: all
 demo:
 	scripts/demo
 
-# libFuzzer on the cpulist parser, the report decoder and the topology
-# reader, FUZZ_SECONDS each; fails on any finding (CI runs it).
+# libFuzzer on the cpulist parser, the report decoder, the topology reader
+# and the nginx configuration reader, FUZZ_SECONDS each; fails on any
+# finding (CI runs it).
 FUZZ_SECONDS ?= 60
 fuzz:
 	fuzz/run $(FUZZ_SECONDS)
