@@ -42,6 +42,7 @@ struct lexer {
 };
 
 enum token {
+    TOK_MORE,  /* (inside the tokenizer) read on */
     TOK_ERROR,
     TOK_END,   /* a directive ended by ';' */
     TOK_BLOCK, /* a directive ended by '{' */
@@ -225,13 +226,13 @@ static enum token lex_end_of_input(struct ctx *c, struct lexer *lx,
 }
 
 /* The first character of a word, or what comes between words. Returns
- * TOK_EOF to go on reading. */
+ * TOK_MORE to go on reading. */
 static enum token lex_between(struct ctx *c, struct lexer *lx,
                               struct lex_state *st, char ch)
 {
     lx->start = lx->pos - 1;
     if (is_space(ch))
-        return TOK_EOF;
+        return TOK_MORE;
     switch (ch) {
     case ';':
     case '{':
@@ -244,7 +245,7 @@ static enum token lex_between(struct ctx *c, struct lexer *lx,
         return TOK_CLOSE;
     case '#':
         st->sharp_comment = true;
-        return TOK_EOF;
+        return TOK_MORE;
     case '\\':
         st->quoted = true;
         break;
@@ -261,23 +262,23 @@ static enum token lex_between(struct ctx *c, struct lexer *lx,
         break;
     }
     st->last_space = false;
-    return TOK_EOF;
+    return TOK_MORE;
 }
 
-/* A character inside a word. Returns TOK_EOF to go on reading. */
+/* A character inside a word. Returns TOK_MORE to go on reading. */
 static enum token lex_inside(struct ctx *c, struct lexer *lx,
                              struct lex_state *st, char ch)
 {
     if (ch == '{' && st->variable)
-        return TOK_EOF;
+        return TOK_MORE;
     st->variable = false;
     if (ch == '\\') {
         st->quoted = true;
-        return TOK_EOF;
+        return TOK_MORE;
     }
     if (ch == '$') {
         st->variable = true;
-        return TOK_EOF;
+        return TOK_MORE;
     }
     if (st->d_quoted) {
         if (ch == '"') {
@@ -293,12 +294,12 @@ static enum token lex_inside(struct ctx *c, struct lexer *lx,
         st->last_space = st->found = true;
     }
     if (!st->found)
-        return TOK_EOF;
+        return TOK_MORE;
     push_word(&c->d, lx->buf + lx->start, lx->pos - 1 - lx->start);
     st->found = false;
     if (ch == ';')
         return TOK_END;
-    return ch == '{' ? TOK_BLOCK : TOK_EOF;
+    return ch == '{' ? TOK_BLOCK : TOK_MORE;
 }
 
 /* Reads one directive's words into c->d, as ngx_conf_read_token does. */
@@ -342,7 +343,7 @@ static enum token read_directive(struct ctx *c, struct lexer *lx)
         }
         t = st.last_space ? lex_between(c, lx, &st, ch)
                           : lex_inside(c, lx, &st, ch);
-        if (t != TOK_EOF)
+        if (t != TOK_MORE)
             return t;
     }
 }
@@ -470,8 +471,11 @@ static bool set_affinity(struct ctx *c)
                        "\"worker_cpu_affinity\"");
     if (d->bad)
         return fail(c, "%s", d->bad);
-    snprintf(c->affinity_at, sizeof c->affinity_at, "%s:%u",
-             c->file, c->lx->line);
+    if (c->lx->bounded)
+        snprintf(c->affinity_at, sizeof c->affinity_at, "%s:%u", c->file,
+                 c->lx->line);
+    else
+        snprintf(c->affinity_at, sizeof c->affinity_at, "%s", c->file);
     if (strcmp(d->w[1], "auto") == 0) {
         affinity_auto(c, d);
         return true;
@@ -530,6 +534,7 @@ static bool parse_text(struct ctx *c, struct lexer *lx)
     for (;;) {
         switch (read_directive(c, lx)) {
         case TOK_ERROR:
+        default:
             return false;
         case TOK_EOF:
             if (blocks)

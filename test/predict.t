@@ -121,6 +121,15 @@ worker_cpu_affinity 10 01;" "map \$uri \$wca { default 'worker_cpu_affinity 01;'
     types { text/worker_cpu_affinity 01; }"
 row "the name inside strings and other blocks" 1 -c "$d/nginx.conf"
 
+long=$(printf '%*s' 4094 '' | tr ' ' x)
+conf "$d" "worker_cpu_affinity 10 01;
+#$long"
+row "a comment of 4095 bytes" 1 -c "$d/nginx.conf"
+conf "$d" "worker_cpu_affinity 10 01;
+#x$long"
+is "$(observed -c "$d/nginx.conf")" refused "a comment of 4096 bytes: nginx refuses to start"
+is "$(predicted -c "$d/nginx.conf")" none "a comment of 4096 bytes: predicted none"
+
 conf "$d" "worker_cpu_affinity 10 01;" "types { master_process off; }"
 row "master_process inside a block is not the main one" 1 -c "$d/nginx.conf"
 

@@ -241,6 +241,12 @@ static void test_params(void)
     conf("nginx.conf", "");
     none("no worker_cpu_affinity", "no worker_cpu_affinity", "-c", c());
     place("-g", "1", "-c", c(), "-g", "worker_cpu_affinity 10 01;");
+    {
+        struct ma_ngx_prediction p = run(2, "-c", c(), "-g",
+                                         "worker_cpu_affinity 10;",
+                                         (char *)NULL);
+        is_str(p.reason, "worker_cpu_affinity at -g", "the reason names -g");
+    }
     place("-g with spaces and a comment", "0", "-c", c(), "-g",
           "  worker_cpu_affinity\n01; # 10");
     none("-g without ';'", "unexpected end of parameter", "-c", c(), "-g",
