@@ -58,6 +58,7 @@ struct ctx {
     struct lexer *lx;
     unsigned depth, files;
     size_t total;
+    bool files_cut; /* the list of files ends in "..." */
     bool failed;
     int master;       /* master_process: -1 unset, 0 off, 1 on */
     long workers;     /* worker_processes: -1 unset */
@@ -101,17 +102,22 @@ __attribute__((format(printf, 2, 3))) static bool fail(struct ctx *c,
     return false;
 }
 
-static void note_file(struct ma_ngx_prediction *out, const char *name)
+/* Adds a name to the list, or "..." once the list is full; room is kept
+ * for it. */
+static void note_file(struct ctx *c, const char *name)
 {
+    struct ma_ngx_prediction *out = c->out;
     size_t used = strlen(out->files), room = sizeof out->files;
     const char *sep = out->n_files ? ", " : "";
     out->n_files++;
-    if (used >= 3 && strcmp(out->files + used - 3, "...") == 0)
+    if (c->files_cut)
         return;
-    if (used + strlen(sep) + strlen(name) + 4 <= room)
+    if (used + strlen(sep) + strlen(name) + 6 <= room) {
         snprintf(out->files + used, room - used, "%s%s", sep, name);
-    else
+    } else {
         snprintf(out->files + used, room - used, "%s...", sep);
+        c->files_cut = true;
+    }
 }
 
 /* ---- the tokenizer: ngx_conf_read_token over a buffer in memory ---- */
@@ -510,16 +516,19 @@ static bool main_directive(struct ctx *c)
     return set_affinity(c);
 }
 
-/* A block in the main context is skipped, words and all. Those known not
- * to be blocks make nginx fail; Lua blocks (OpenResty) are Lua, which
- * nginx's tokenizer cannot be trusted to balance. */
-static bool main_block(struct ctx *c)
+/* A block is skipped, words and all, its braces balanced by nginx's own
+ * tokenizer. The directives above are no blocks: nginx fails on them.
+ * OpenResty's Lua blocks, at any depth, are Lua read by Lua's rules (a
+ * "--" comment may hold a quote, "#t" is no comment), which nginx's
+ * tokenizer cannot be trusted to balance. */
+static bool block_start(struct ctx *c, unsigned depth)
 {
     const struct directive *d = &c->d;
     size_t n = d->len[0];
-    if (is_directive(d, "include") || is_directive(d, "master_process") ||
-        is_directive(d, "worker_processes") ||
-        is_directive(d, "worker_cpu_affinity"))
+    if (!depth &&
+        (is_directive(d, "include") || is_directive(d, "master_process") ||
+         is_directive(d, "worker_processes") ||
+         is_directive(d, "worker_cpu_affinity")))
         return fail(c, "directive \"%s\" is not terminated by \";\"",
                     d->w[0]);
     if (n >= 10 && strcmp(d->w[0] + n - 10, "_lua_block") == 0)
@@ -548,7 +557,7 @@ static bool parse_text(struct ctx *c, struct lexer *lx)
         case TOK_BLOCK:
             if (!lx->bounded)
                 return fail(c, "block directives are not supported in -g");
-            if (!blocks && !main_block(c))
+            if (!block_start(c, blocks))
                 return false;
             blocks++;
             break;
@@ -640,7 +649,7 @@ static bool parse_file(struct ctx *c, const char *path)
     buf = load_file(c, path, &size);
     if (!buf)
         return false;
-    note_file(c->out, path);
+    note_file(c, path);
     c->depth++;
     good = parse_as(c, path, buf, size, true);
     c->depth--;

@@ -338,6 +338,9 @@ static void test_syntax(void)
     conf("nginx.conf", "worker_cpu_affinity 10;\n"
                        "init_by_lua_block { local s = '}' }");
     none("a Lua block", "Lua block", "-c", c());
+    conf("nginx.conf", "worker_cpu_affinity 10;\nhttp { server {\n"
+                       "    content_by_lua_block { -- don't\n } } }");
+    none("a Lua block inside http", "Lua block", "-c", c());
     put_bytes("nginx.conf", "worker_cpu_affinity 10;\n#\0\n", 27);
     none("a NUL byte", "NUL byte", "-c", c());
     conf("nginx.conf", "worker_cpu_affinity 10;\nevents_x { worker_cpu_affinity 01; }");
