@@ -64,6 +64,7 @@ struct ctx {
     long workers;     /* worker_processes: -1 unset */
     bool affinity;    /* worker_cpu_affinity seen */
     bool w0_pins;     /* nginx will call sched_setaffinity in worker 0 */
+    bool automatic;   /* worker_cpu_affinity auto */
     cpu_set_t w0;
     char affinity_at[PATH_MAX + 16];
     struct directive d;
@@ -483,6 +484,7 @@ static bool set_affinity(struct ctx *c)
     else
         snprintf(c->affinity_at, sizeof c->affinity_at, "%s", c->file);
     if (strcmp(d->w[1], "auto") == 0) {
+        c->automatic = true;
         affinity_auto(c, d);
         return true;
     }
@@ -924,6 +926,7 @@ static void decide(struct ctx *c)
     else {
         out->place = true;
         out->worker0 = c->w0;
+        out->automatic = c->automatic;
         set_reason(out, "worker_cpu_affinity at %s",
                  c->affinity_at);
     }

@@ -22,6 +22,9 @@ struct ma_ngx_prediction {
     bool place;         /* an nginx master will start, and worker 0 pins */
     cpu_set_t worker0;  /* worker 0's mask as nginx will ask for it (not
                            yet intersected with any allowed set) */
+    bool automatic;     /* from "worker_cpu_affinity auto": nginx's auto
+                           counts sysconf's CPUs; forks that derive it from
+                           the process's own affinity (Tengine) differ */
     char reason[320];   /* why not; or, with place, where the mask is set */
     unsigned n_files;   /* configuration files read */
     char files[1024];   /* their names, ", "-separated, "..." if cut */

@@ -204,6 +204,12 @@ static void test_auto(void)
     none("auto with two masks", "invalid number", "-c", c());
     conf("nginx.conf", "worker_cpu_affinity auto 2;");
     none("auto with a bad mask", "invalid character", "-c", c());
+    conf("nginx.conf", "worker_cpu_affinity auto 10;");
+    p = run(2, "-c", c(), (char *)NULL);
+    ok(p.place && p.automatic, "auto is said to be auto");
+    conf("nginx.conf", "worker_cpu_affinity 01;");
+    p = run(2, "-c", c(), (char *)NULL);
+    ok(p.place && !p.automatic, "an explicit mask is not auto");
     conf("nginx.conf", "worker_cpu_affinity auto;");
     p = run(0, "-c", c(), (char *)NULL);
     is_str(cpus(&p), "0", "auto with no CPU count known: CPU 0, as nginx");
