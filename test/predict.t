@@ -36,9 +36,10 @@ http {
 EOF
 }
 
-# The prediction for nginx ARGS: a cpulist, or "none".
+# The prediction for nginx ARGS within the CPUs this test may use: a
+# cpulist, or "none".
 predicted() {
-    "$SRCDIR/test/predict" -x "$NGINX" -- "$@" | head -1 |
+    "$SRCDIR/test/predict" -a -x "$NGINX" -- "$@" | head -1 |
         sed 's/^place //; s/^none:.*/none/'
 }
 
@@ -141,6 +142,12 @@ row "no worker_cpu_affinity" none -c "$d/nginx.conf"
 
 conf "$d" "worker_cpu_affinity 00 01;"
 row "an empty mask for worker 0" none -c "$d/nginx.conf"
+
+conf "$d" "worker_cpu_affinity 101 01;"
+row "a mask with a CPU past the machine's" 0 -c "$d/nginx.conf"
+
+conf "$d" "worker_cpu_affinity 100 01;"
+row "a mask with only CPUs past the machine's" none -c "$d/nginx.conf"
 
 conf "$d" "worker_cpu_affinity 1x 01;"
 is "$(observed -c "$d/nginx.conf")" refused "a bad mask: nginx refuses to start"
