@@ -1,9 +1,9 @@
 /* libFuzzer target: ma_ngx_predict on arbitrary configurations.
  *
  * The input is split at NUL bytes: the number of CPUs (its first byte),
- * then a -g parameter, the main configuration file and a second file it
- * may include (as b.conf, or with a glob), written into a private
- * directory. Whatever they hold, the call returns, within the library's
+ * then a -g parameter, the main configuration file, a second file it may
+ * include (as b.conf, or with a glob), both written into a private
+ * directory, and more command-line words, one a line. Whatever they hold, the call returns, within the library's
  * bounds, with a terminated reason and file list, a non-empty mask only
  * when it places, errno and the descriptors as they were, and the same
  * answer a second time. */
@@ -70,9 +70,9 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
     const unsigned char *p = data, *end = data + size;
     struct ma_ngx_prediction out, again;
-    char conf[128], *params, *main_conf, *second;
-    size_t params_len, main_len, second_len;
-    char *argv[8] = {"nginx", "-p", dir, "-c", "nginx.conf"};
+    char conf[128], *params, *main_conf, *second, *words;
+    size_t params_len, main_len, second_len, words_len;
+    char *argv[16] = {"nginx", "-p", dir, "-c", "nginx.conf"};
     int argc = 5, fd;
     long ncpu;
 
@@ -87,12 +87,21 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     params = next_part(&p, end, &params_len);
     main_conf = next_part(&p, end, &main_len);
     second = next_part(&p, end, &second_len);
+    words = next_part(&p, end, &words_len);
     write_file("nginx.conf", (const unsigned char *)main_conf, main_len);
     write_file("b.conf", (const unsigned char *)second, second_len);
     if (params_len) {
         argv[argc++] = "-g";
         argv[argc++] = params;
     }
+    for (char *w = words, *nl; words_len && argc < 15; w = nl + 1) {
+        argv[argc++] = w;
+        nl = strchr(w, '\n');
+        if (!nl)
+            break;
+        *nl = '\0';
+    }
+    argv[argc] = NULL;
     snprintf(conf, sizeof conf, "%s/nginx.conf", dir);
 
     fd = lowest_free_fd();
@@ -107,8 +116,9 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         CHECK(CPU_COUNT(&out.worker0) > 0);
     else
         CHECK(CPU_COUNT(&out.worker0) == 0 && out.reason[0]);
-    /* -g may include files, read before the main one. */
-    if (out.n_files && !params_len)
+    /* -g may include files, read before the main one; more words may
+     * name another file. */
+    if (out.n_files && !params_len && !words_len)
         CHECK(strncmp(out.files, conf, strlen(conf)) == 0);
 
     ma_ngx_predict(argc, argv, NULL, ncpu, &again);
@@ -119,5 +129,6 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     free(params);
     free(main_conf);
     free(second);
+    free(words);
     return 0;
 }
