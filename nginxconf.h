@@ -33,7 +33,23 @@ struct ma_ngx_prediction {
 /* Predicts worker 0's CPUs for nginx started as argv (argc words, as
  * main() gets them) from the executable at exe (read only when no -c or a
  * relative one needs the compiled-in paths), on a machine with ncpu online
- * CPUs (nginx uses sysconf(_SC_NPROCESSORS_ONLN) for "auto"). */
+ * CPUs (nginx uses sysconf(_SC_NPROCESSORS_ONLN) for "auto"). Fills *out
+ * in every case. In a constructor, which glibc calls with (argc, argv,
+ * envp) as main gets them:
+ *
+ *     static struct ma_ngx_prediction p;
+ *     ma_ngx_predict(argc, argv, ma_cfg.exe,
+ *                    sysconf(_SC_NPROCESSORS_ONLN), &p);
+ *     if (p.place) {
+ *         CPU_AND(&p.worker0, &p.worker0, &original);  (the kernel only
+ *         grants CPUs the process may use; none left is a doubt too)
+ *     } else {
+ *         debug("no early placement: %s", p.reason);
+ *     }
+ *     debug("read %u files: %s", p.n_files, p.files);
+ *
+ * Takes about 20 us with -c on Debian's configuration, 110 us when the
+ * executable is scanned for its paths (warm page cache). */
 void ma_ngx_predict(int argc, char *const argv[], const char *exe, long ncpu,
                     struct ma_ngx_prediction *out);
 
