@@ -845,8 +845,8 @@ static bool compiled_paths(struct ctx *c, const char *exe, char *prefix,
     int fd = exe ? open(exe, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
                  : -1;
     if (fd < 0)
-        return fail(c, "no -c, and the executable cannot be read for its "
-                       "compiled-in paths");
+        return fail(c, "the executable cannot be read for its compiled-in "
+                       "paths");
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
         st.st_size > MA_NGX_MAX_EXE_BYTES)
         fail(c, "%s: not a regular file within %ld bytes", exe,
@@ -880,19 +880,22 @@ static bool compiled_paths(struct ctx *c, const char *exe, char *prefix,
 static bool locate_conf(struct ctx *c, const struct options *o,
                         const char *exe, char *conf_file)
 {
-    char prefix[PATH_MAX] = "", compiled_conf[PATH_MAX];
+    char prefix[PATH_MAX] = "", compiled_prefix[PATH_MAX],
+         compiled_conf[PATH_MAX];
     const char *conf = o->conf;
+    bool compiled = !conf || (!o->prefix && conf[0] != '/');
     char *slash;
     size_t len;
+    if (compiled && !compiled_paths(c, exe, compiled_prefix, compiled_conf))
+        return false;
     if (o->prefix) {
         len = strlen(o->prefix);
         if (len + 2 > sizeof prefix)
             return fail(c, "-p: path too long");
         snprintf(prefix, sizeof prefix, "%s%s", o->prefix,
                  len && o->prefix[len - 1] != '/' ? "/" : "");
-    } else if ((!conf || conf[0] != '/') &&
-               !compiled_paths(c, exe, prefix, compiled_conf)) {
-        return false;
+    } else if (compiled) {
+        strcpy(prefix, compiled_prefix);
     }
     if (!conf)
         conf = compiled_conf;

@@ -515,6 +515,16 @@ static void test_compiled_paths(void)
     put("share/rel.conf", "worker_cpu_affinity 10;\n");
     p = run_exe(at("exe3"), "-c", "rel.conf", (char *)NULL);
     is_str(cpus(&p), "1", "a relative -c: in the compiled-in prefix");
+    put("other/conf/nginx.conf", "worker_cpu_affinity 10;\n");
+    p = run_exe(at("exe3"), "-p", at("other"), (char *)NULL);
+    is_str(cpus(&p), "1", "-p without -c: the compiled-in conf/nginx.conf "
+                          "in that prefix");
+    p = run_exe(at("exe1"), "-p", at("other"), (char *)NULL);
+    is_str(cpus(&p), "1", "-p without -c: an absolute compiled-in "
+                          "--conf-path stays");
+    p = run_exe(at("no-exe"), "-p", at("other"), (char *)NULL);
+    ok(!p.place && strstr(p.reason, "compiled-in paths"),
+       "-p without -c needs the compiled-in path: %s", p.reason);
 
     put("sp ace/nginx.conf", "worker_cpu_affinity 10;\n");
     snprintf(args, sizeof args,
