@@ -1,9 +1,11 @@
 /* libFuzzer target: ma_ngx_predict on arbitrary configurations.
  *
- * The input is split at NUL bytes: the number of CPUs (its first byte),
- * then a -g parameter, the main configuration file, a second file it may
- * include (as b.conf, or with a glob), both written into a private
- * directory, and more command-line words, one a line. Whatever they hold, the call returns, within the library's
+ * The input is split at NUL bytes: the number of CPUs (the low bits of its
+ * first byte; the high bit leaves out the fixed -p and -c), then a -g
+ * parameter, the main configuration file, a second file it may include
+ * (as b.conf, or with a glob) which also stands for the executable with
+ * the compiled-in paths, both written into a private directory, and more
+ * command-line words, one a line. Whatever they hold, the call returns, within the library's
  * bounds, with a terminated reason and file list, a non-empty mask only
  * when it places, errno and the descriptors as they were, and the same
  * answer a second time. */
@@ -70,7 +72,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
     const unsigned char *p = data, *end = data + size;
     struct ma_ngx_prediction out, again;
-    char conf[128], *params, *main_conf, *second, *words;
+    char conf[128], exe[128], *params, *main_conf, *second, *words;
     size_t params_len, main_len, second_len, words_len;
     char *argv[16] = {"nginx", "-p", dir, "-c", "nginx.conf"};
     int argc = 5, fd;
@@ -83,7 +85,9 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     }
     if (size == 0)
         return 0;
-    ncpu = *p++;
+    ncpu = *p & 0x7f;
+    if (*p++ & 0x80)
+        argc = 1;
     params = next_part(&p, end, &params_len);
     main_conf = next_part(&p, end, &main_len);
     second = next_part(&p, end, &second_len);
@@ -103,10 +107,11 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     }
     argv[argc] = NULL;
     snprintf(conf, sizeof conf, "%s/nginx.conf", dir);
+    snprintf(exe, sizeof exe, "%s/b.conf", dir);
 
     fd = lowest_free_fd();
     errno = 1234;
-    ma_ngx_predict(argc, argv, NULL, ncpu, &out);
+    ma_ngx_predict(argc, argv, exe, ncpu, &out);
     CHECK(errno == 1234);
     CHECK(lowest_free_fd() == fd);
     CHECK(memchr(out.reason, '\0', sizeof out.reason));
@@ -118,10 +123,10 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         CHECK(CPU_COUNT(&out.worker0) == 0 && out.reason[0]);
     /* -g may include files, read before the main one; more words may
      * name another file. */
-    if (out.n_files && !params_len && !words_len)
+    if (out.n_files && !params_len && !words_len && argc == 5)
         CHECK(strncmp(out.files, conf, strlen(conf)) == 0);
 
-    ma_ngx_predict(argc, argv, NULL, ncpu, &again);
+    ma_ngx_predict(argc, argv, exe, ncpu, &again);
     CHECK(again.place == out.place);
     CHECK(CPU_EQUAL(&again.worker0, &out.worker0));
     CHECK(strcmp(again.reason, out.reason) == 0);
