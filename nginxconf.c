@@ -608,7 +608,13 @@ static char *load_file(struct ctx *c, const char *path, size_t *size)
 {
     struct stat st;
     char *buf = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    int fd;
+    /* Opening a device can act (a watchdog, a tape): look first. */
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        fail(c, "\"%s\" is not a regular file", path);
+        return NULL;
+    }
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {
         fail(c, "open \"%s\": %s", path, strerror(errno));
         return NULL;

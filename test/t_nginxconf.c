@@ -406,6 +406,8 @@ static void test_bad_files(void)
     mkdir(at("adir"), 0755);
     none("a directory as configuration", "not a regular file", "-c",
          at("adir"));
+    none("a device as configuration", "not a regular file", "-c",
+         "/dev/null");
     mkfifo(at("fifo"), 0644);
     none("a FIFO as configuration", "not a regular file", "-c", at("fifo"));
     put("loop.conf", "worker_cpu_affinity 10;\ninclude loop2.conf;\n");
