@@ -14,19 +14,20 @@ LIB_CFLAGS = $(WARN) -fPIC -fvisibility=hidden -D_FORTIFY_SOURCE=2 $(CFLAGS)
 LDLIBS = -ldl -pthread
 
 LIB = libmasteraff.so
-LIB_SRC = shim.c config.c memory.c affinity.c
-LIB_HDR = affinity.h internal.h
+LIB_SRC = shim.c config.c memory.c affinity.c nginxconf.c
+LIB_HDR = affinity.h internal.h nginxconf.h
 
 CMD = masteraff
 CMD_SRC = masteraff.c affinity.c pages.c
 CMD_HDR = affinity.h pages.h
 MANPAGES = man/masteraff.1 man/libmasteraff.7
 
-UNIT_TESTS = test/t_cpulist test/t_topology test/t_brood
+UNIT_TESTS = test/t_cpulist test/t_topology test/t_brood test/t_nginxconf
 # Programs the shell tests drive (test/faults.t, test/hostile.t, ...).
 TEST_PROGRAMS = test/errnos test/orphan test/mtmaster test/hostile \
 	test/secure test/vforkexec test/robust
-TEST_HELPERS = $(TEST_PROGRAMS) test/blockinit.so
+# test/predict.t compares test/predict with a real nginx.
+TEST_HELPERS = $(TEST_PROGRAMS) test/predict test/blockinit.so
 ASAN_TESTS = $(UNIT_TESTS:test/t_%=test/asan_%)
 TEST_CFLAGS = $(WARN) -g -O1 -DSRCDIR=\"$(CURDIR)\" -I.
 
@@ -44,8 +45,16 @@ $(CMD): $(CMD_SRC) $(CMD_HDR)
 test/t_%: test/t_%.c affinity.c affinity.h test/tap.h
 	$(CC) $(TEST_CFLAGS) -o $@ $< affinity.c
 
+# The configuration reader's test links it too (as its asan_ build below).
+test/t_nginxconf: test/t_nginxconf.c nginxconf.c nginxconf.h affinity.c \
+		affinity.h test/tap.h
+	$(CC) $(TEST_CFLAGS) -o $@ $< nginxconf.c affinity.c
+
 $(TEST_PROGRAMS): test/%: test/%.c affinity.h test/helpers.h
 	$(CC) $(WARN) -g -O1 -pthread -o $@ $< -ldl
+
+test/predict: test/predict.c nginxconf.c nginxconf.h affinity.c affinity.h
+	$(CC) $(TEST_CFLAGS) -o $@ $< nginxconf.c affinity.c
 
 test/blockinit.so: test/blockinit.c
 	$(CC) $(WARN) -g -O1 -fPIC -shared -o $@ $<
@@ -53,6 +62,10 @@ test/blockinit.so: test/blockinit.c
 # The unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
 test/asan_%: test/t_%.c affinity.c affinity.h test/tap.h
 	$(CC) $(TEST_CFLAGS) -fsanitize=address,undefined -fno-sanitize-recover=all -o $@ $< affinity.c
+
+test/asan_nginxconf: test/t_nginxconf.c nginxconf.c nginxconf.h affinity.c \
+		affinity.h test/tap.h
+	$(CC) $(TEST_CFLAGS) -fsanitize=address,undefined -fno-sanitize-recover=all -o $@ $< nginxconf.c affinity.c
 
 # What the tests need on Debian 12 (CI runs this as root).
 TEST_DEPS = build-essential clang nginx-light curl procps psmisc numactl \
@@ -86,8 +99,9 @@ install: all
 demo:
 	scripts/demo
 
-# libFuzzer on the cpulist parser, the report decoder and the topology
-# reader, FUZZ_SECONDS each; fails on any finding (CI runs it).
+# libFuzzer on the cpulist parser, the report decoder, the topology reader
+# and the nginx configuration reader, FUZZ_SECONDS each; fails on any
+# finding (CI runs it).
 FUZZ_SECONDS ?= 60
 fuzz:
 	fuzz/run $(FUZZ_SECONDS)
