@@ -3,7 +3,7 @@
 # it on a fake sysfs tree where CPU 0 and CPU 1 are two packages, status,
 # topology, and an exit status and a message for every bad argument.
 . "$(dirname "$0")/lib.sh"
-PORT=18300
+PORT=18170
 
 MA=$SRCDIR/masteraff
 [ -x "$MA" ] || skip_all "masteraff is not built"
