@@ -18,8 +18,9 @@ LIB_SRC = shim.c config.c memory.c affinity.c
 LIB_HDR = affinity.h internal.h
 
 CMD = masteraff
-CMD_SRC = masteraff.c cli.c cmd_run.c cmd_status.c cmd_topology.c affinity.c pages.c
-CMD_HDR = cli.h affinity.h pages.h
+CMD_SRC = masteraff.c cli.c cmd_run.c cmd_status.c status_procs.c \
+	status_library.c status_json.c cmd_topology.c affinity.c pages.c
+CMD_HDR = cli.h status.h affinity.h pages.h
 MANPAGES = man/masteraff.1 man/libmasteraff.7
 
 UNIT_TESTS = test/t_cpulist test/t_topology test/t_brood

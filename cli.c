@@ -13,11 +13,20 @@
 
 const char *me = "masteraff";
 
+bool plugin_mode;
+
 _Noreturn void fail(int status, const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "%s: ", me);
     va_start(ap, fmt);
+    if (plugin_mode) {
+        printf("MASTERAFF UNKNOWN - %s: ", me);
+        vprintf(fmt, ap);
+        va_end(ap);
+        putchar('\n');
+        exit(EXIT_PLUGIN_UNKNOWN);
+    }
+    fprintf(stderr, "%s: ", me);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
@@ -69,9 +78,34 @@ _Noreturn void common_option(int c)
         puts("masteraff " VERSION);
         exit(0);
     }
+    if (plugin_mode) {
+        printf("MASTERAFF UNKNOWN - %s: bad arguments\n", me);
+        exit(EXIT_PLUGIN_UNKNOWN);
+    }
     fprintf(stderr, "Try 'masteraff --help' for more information.\n");
     exit(EXIT_USAGE);
 }
+
+/* Longer values are someone's mistake (or a 100 KB argument): the start
+ * is enough to recognise it. */
+#define ECHO_MAX 64
+
+const char *shortened(const char *s)
+{
+    size_t len = strlen(s), keep = len > ECHO_MAX ? ECHO_MAX : len;
+    char *copy;
+    bool clean = true;
+    for (size_t i = 0; i < keep; i++)
+        clean &= (unsigned char)s[i] >= 0x20 && s[i] != 0x7f;
+    if (clean && len == keep)
+        return s;
+    copy = xasprintf("%.*s%s", (int)keep, s, len > keep ? "..." : "");
+    for (size_t i = 0; i < keep; i++)
+        if ((unsigned char)copy[i] < 0x20 || copy[i] == 0x7f)
+            copy[i] = '?';
+    return copy;
+}
+
 
 const char *default_sysfs(void)
 {
@@ -157,7 +191,8 @@ int parse_info_options(int argc, char **argv, int max_args)
         sysfs_root = optarg;
     }
     if (argc - optind > max_args)
-        fail(EXIT_USAGE, "unexpected argument '%s'", argv[optind + max_args]);
+        fail(EXIT_USAGE, "unexpected argument '%s'",
+             shortened(argv[optind + max_args]));
     return argc - optind;
 }
 

@@ -30,18 +30,31 @@ enum {
     OPT_LOG,
     OPT_SYSFS,
     OPT_LIBRARY,
+    OPT_JSON,
+    OPT_CHECK,
 };
+
+/* Exit status of a monitoring plugin that cannot tell (status --check). */
+#define EXIT_PLUGIN_UNKNOWN 3
 
 extern const char usage_text[];
 
 /* Who speaks in messages: "masteraff", or "masteraff status". */
 extern const char *me;
 
+/* Set by status --check: every failure is then the plugin line
+ * "MASTERAFF UNKNOWN - ..." on stdout and exit status 3. */
+extern bool plugin_mode;
+
 _Noreturn void fail(int status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 _Noreturn void out_of_memory(void);
 char *xstrdup(const char *s);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* s as it may be echoed in a message: control characters as '?', cut
+ * after 64 bytes with "...". Returns s itself when it needs neither. */
+const char *shortened(const char *s);
 
 /* -h, -V, and what getopt has already complained about. */
 _Noreturn void common_option(int c);

@@ -1,138 +1,28 @@
 /* masteraff status: where a master, its children and their memory are,
- * and whether the master is with worker 0. */
+ * whether the library is loaded in the master and with which settings,
+ * and a verdict on whether the master is with worker 0, judged at the
+ * master's own scope (MASTERAFF_SCOPE in its environment). */
 #define _GNU_SOURCE
-#include "cli.h"
-#include "pages.h"
+#include "status.h"
 
-#include <dirent.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <getopt.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-/* ---- status: one process ---- */
-
-enum { COL_PID, COL_ROLE, COL_CPUS, COL_PACKAGES, COL_NODES, COL_PRIVATE,
-       COL_SHARED, N_COLS };
-
 static const char *const headers[N_COLS] = {
     "PID", "ROLE", "CPUS", "PACKAGES", "NODES", "PRIVATE", "SHARED"};
 
-struct proc {
-    pid_t pid;
-    unsigned long long start; /* clock ticks after boot: fork order */
-    char role[64];
-    bool worker;  /* an nginx worker */
-    bool exiting; /* one from before a reload, shutting down */
-    cpu_set_t cpus;
-    char *col[N_COLS];
-};
+/* Below this share of its pages on worker 0's node, the master's memory
+ * has not followed: the rest is what cannot move (page cache in its
+ * copy-on-write mappings, which numa_maps counts with them). */
+#define MEMORY_FOLLOWED_PERCENT 90
 
-/* Reads /proc/PID/NAME into buf, terminated. Returns its length, or -1. */
-static ssize_t read_proc(pid_t pid, const char *name, char *buf, size_t len)
-{
-    char path[64];
-    FILE *f;
-    size_t n;
-    int err;
-    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
-    f = fopen(path, "re");
-    if (!f)
-        return -1;
-    n = fread(buf, 1, len - 1, f);
-    err = ferror(f) ? errno : 0;
-    fclose(f);
-    buf[n] = '\0';
-    errno = err;
-    return err ? -1 : (ssize_t)n;
-}
-
-/* The parent and start time from /proc/PID/stat. The command name in it
- * may hold spaces and parentheses: the fields are read after its last ')'. */
-static int read_stat(pid_t pid, pid_t *ppid, unsigned long long *start)
-{
-    char buf[1024], *p;
-    int parent;
-    if (read_proc(pid, "stat", buf, sizeof buf) < 0)
-        return -1;
-    p = strrchr(buf, ')');
-    if (!p || sscanf(p + 1,
-                     " %*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u "
-                     "%*d %*d %*d %*d %*d %*d %llu",
-                     &parent, start) != 2) {
-        errno = EPROTO;
-        return -1;
-    }
-    *ppid = parent;
-    return 0;
-}
-
-static int read_cpus(struct proc *p)
-{
-    char buf[8192], *line;
-    if (read_proc(p->pid, "status", buf, sizeof buf) < 0)
-        return -1;
-    line = strstr(buf, "\nCpus_allowed_list:");
-    if (!line) {
-        errno = EPROTO;
-        return -1;
-    }
-    line += strlen("\nCpus_allowed_list:");
-    line += strspn(line, " \t");
-    line[strcspn(line, "\n")] = '\0';
-    return ma_cpulist_parse(line, &p->cpus);
-}
-
-/* A role is one column: "cache manager" becomes "cache-manager". */
-static void set_role(struct proc *p, const char *text, size_t len)
-{
-    if (len >= sizeof p->role)
-        len = sizeof p->role - 1;
-    for (size_t i = 0; i < len; i++)
-        p->role[i] = text[i] == ' ' || text[i] == '\t' ? '-' : text[i];
-    p->role[len] = '\0';
-}
-
-/* nginx's process titles: "nginx: worker process", "nginx: master process
- * /usr/sbin/nginx -c ...", "nginx: worker process is shutting down"; its
- * forks put their own name before the colon. */
-static bool role_from_title(struct proc *p, const char *title)
-{
-    const char *colon = strstr(title, ": "), *role, *end;
-    if (!colon || colon == title || strcspn(title, " /") < (size_t)(colon - title))
-        return false;
-    role = colon + 2;
-    end = strstr(role, " process");
-    if (!end || end == role)
-        return false;
-    set_role(p, role, (size_t)(end - role));
-    p->worker = strcmp(p->role, "worker") == 0;
-    p->exiting = strncmp(end, " process is shutting down", 25) == 0;
-    if (p->exiting)
-        strncat(p->role, "(exiting)", sizeof p->role - strlen(p->role) - 1);
-    return true;
-}
-
-static int read_role(struct proc *p)
-{
-    char buf[4096];
-    ssize_t n = read_proc(p->pid, "cmdline", buf, sizeof buf);
-    if (n < 0)
-        return -1;
-    for (ssize_t i = 0; i < n; i++)
-        if (buf[i] == '\0')
-            buf[i] = ' ';
-    if (role_from_title(p, buf))
-        return 0;
-    if (read_proc(p->pid, "comm", buf, sizeof buf) < 0)
-        return -1;
-    set_role(p, buf, strcspn(buf, "\n"));
-    if (!p->role[0])
-        strcpy(p->role, "?");
-    return 0;
-}
+/* ---- the processes' columns ---- */
 
 /* "private=node0:12,node3:400", "private=none", or "private=?" when the
  * pages cannot be counted. */
@@ -159,100 +49,45 @@ static char *page_column(const char *kind, const struct ma_node_pages *pages)
     return text;
 }
 
-static void fill_columns(struct proc *p, struct ma_pages *pages)
+/* The units at scope that hold cpus, as "package 1" or "nodes 0,1", their
+ * CPUs in *covered (empty when the topology cannot be read). */
+static char *units_of(const cpu_set_t *cpus, enum ma_scope scope,
+                      cpu_set_t *covered)
+{
+    static struct ma_unit units[MA_MAX_CPUS];
+    char buf[8192];
+    size_t n = 0;
+    CPU_ZERO(covered);
+    if (scope == MA_SCOPE_WORKER) {
+        ma_cpulist_format(cpus, buf, sizeof buf);
+        CPU_OR(covered, covered, cpus);
+        return xasprintf("CPUs %s", buf);
+    }
+    if (ma_scope_expand(sysfs_root, scope, NULL, cpus, covered, units,
+                        MA_MAX_CPUS, &n) < 0) {
+        CPU_ZERO(covered);
+        return xasprintf("%s ?", ma_scope_name(scope));
+    }
+    return xstrdup(ma_units_describe(units, n, buf, sizeof buf));
+}
+
+static void fill_columns(struct proc *p, enum ma_scope scope)
 {
     char cpus[8192];
+    cpu_set_t covered;
+    p->pages = malloc(sizeof *p->pages);
+    if (!p->pages)
+        out_of_memory();
+    ma_pages_count(p->pid, p->pages);
     ma_cpulist_format(&p->cpus, cpus, sizeof cpus);
-    ma_pages_count(p->pid, pages);
     p->col[COL_PID] = xasprintf("%d", (int)p->pid);
     p->col[COL_ROLE] = xstrdup(p->role);
     p->col[COL_CPUS] = xstrdup(cpus);
     p->col[COL_PACKAGES] = id_list(&p->cpus, package_of);
     p->col[COL_NODES] = id_list(&p->cpus, node_of);
-    p->col[COL_PRIVATE] = page_column("private", &pages->priv);
-    p->col[COL_SHARED] = page_column("shared", &pages->shared);
-}
-
-/* Returns 0, or -1 with errno when the process cannot be read (it may have
- * just exited). */
-static int read_process(struct proc *p, struct ma_pages *pages)
-{
-    if (read_role(p) < 0 || read_cpus(p) < 0)
-        return -1;
-    fill_columns(p, pages);
-    return 0;
-}
-
-/* ---- status: the table ---- */
-
-struct table {
-    struct proc *procs; /* the master, then its children in fork order */
-    size_t n, cap;
-    struct ma_pages master_pages;
-};
-
-static struct proc *new_proc(struct table *t, pid_t pid,
-                             unsigned long long start)
-{
-    struct proc *p;
-    if (t->n == t->cap) {
-        t->cap = t->cap ? 2 * t->cap : 16;
-        t->procs = realloc(t->procs, t->cap * sizeof *t->procs);
-        if (!t->procs)
-            out_of_memory();
-    }
-    p = &t->procs[t->n];
-    memset(p, 0, sizeof *p);
-    p->pid = pid;
-    p->start = start;
-    return p;
-}
-
-static void add_master(struct table *t, pid_t pid)
-{
-    struct proc *p = new_proc(t, pid, 0);
-    if (read_process(p, &t->master_pages) < 0)
-        fail(EXIT_RUNTIME, "process %d: %s", (int)pid,
-             errno == ENOENT ? "no such process" : strerror(errno));
-    t->n++;
-}
-
-static void add_child(struct table *t, pid_t pid, unsigned long long start)
-{
-    static struct ma_pages pages;
-    struct proc *p = new_proc(t, pid, start);
-    if (read_process(p, &pages) == 0)
-        t->n++;
-}
-
-static int by_fork_order(const void *a, const void *b)
-{
-    const struct proc *p = a, *q = b;
-    if (p->start != q->start)
-        return p->start < q->start ? -1 : 1;
-    return (p->pid > q->pid) - (p->pid < q->pid);
-}
-
-/* Children of master, from every process's parent in /proc: pids wrap, so
- * fork order is the start time's. */
-static void add_children(struct table *t, pid_t master)
-{
-    DIR *dir = opendir("/proc");
-    struct dirent *de;
-    if (!dir)
-        fail(EXIT_RUNTIME, "/proc: %s", strerror(errno));
-    while ((de = readdir(dir))) {
-        char *end;
-        long pid = strtol(de->d_name, &end, 10);
-        pid_t ppid;
-        unsigned long long start;
-        if (*end || pid <= 0 || pid > INT_MAX)
-            continue;
-        if (read_stat((pid_t)pid, &ppid, &start) == 0 && ppid == master)
-            add_child(t, (pid_t)pid, start);
-    }
-    closedir(dir);
-    qsort(t->procs + 1, t->n - 1, sizeof *t->procs, by_fork_order);
+    p->col[COL_PRIVATE] = page_column("private", &p->pages->priv);
+    p->col[COL_SHARED] = page_column("shared", &p->pages->shared);
+    p->units = units_of(&p->cpus, scope, &covered);
 }
 
 static void print_table(const struct table *t)
@@ -273,12 +108,201 @@ static void print_table(const struct table *t)
                    t->procs[i].col[c], c + 1 < N_COLS ? " " : "\n");
 }
 
-/* ---- status: the verdict ---- */
 
-/* Below this share of its pages on worker 0's node, the master's memory
- * has not followed: the rest is what cannot move (page cache in its
- * copy-on-write mappings, which numa_maps counts with them). */
-#define MEMORY_FOLLOWED_PERCENT 90
+/* ---- which workers pinned themselves ---- */
+
+/* Reads a CPU list file; false when it cannot. */
+static bool read_cpulist(const char *path, cpu_set_t *cpus)
+{
+    char buf[8192];
+    FILE *f = fopen(path, "re");
+    size_t n;
+    if (!f)
+        return false;
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return ma_cpulist_parse(buf, cpus) == 0;
+}
+
+/* The CPUs pid's cgroup allows (cgroup v2), from its own cgroup up to the
+ * root: cpuset.cpus.effective exists only where the controller is on. */
+static bool cgroup_cpus(pid_t pid, cpu_set_t *cpus)
+{
+    char buf[4096], path[PATH_MAX + 64], *dir;
+    if (read_proc(pid, "cgroup", buf, sizeof buf) < 0 ||
+        strncmp(buf, "0::", 3) != 0)
+        return false;
+    dir = buf + 3;
+    dir[strcspn(dir, "\n")] = '\0';
+    for (;;) {
+        snprintf(path, sizeof path, "/sys/fs/cgroup%s/cpuset.cpus.effective",
+                 strcmp(dir, "/") == 0 ? "" : dir);
+        if (read_cpulist(path, cpus))
+            return true;
+        if (!strrchr(dir, '/') || strcmp(dir, "/") == 0)
+            return false;
+        *strrchr(dir, '/') = '\0';
+        if (!*dir)
+            strcpy(dir, "/");
+    }
+}
+
+/* The master's original mask as status can know it: children that never
+ * pin (cache manager, cache loader) start with it; without one, what the
+ * master's cgroup allows, else every online CPU. The processes run on this
+ * machine, so this is read under /sys whatever the topology's root. */
+static void original_mask(const struct table *t, cpu_set_t *out)
+{
+    bool found = false;
+    CPU_ZERO(out);
+    for (size_t i = 1; i < t->n; i++)
+        if (!t->procs[i].worker) {
+            CPU_OR(out, out, &t->procs[i].cpus);
+            found = true;
+        }
+    if (!found && !cgroup_cpus(t->procs[0].pid, out) &&
+        !read_cpulist("/sys/devices/system/cpu/online", out))
+        CPU_OR(out, out, &t->procs[0].cpus);
+}
+
+static bool strict_subset(const cpu_set_t *a, const cpu_set_t *b)
+{
+    cpu_set_t both;
+    CPU_AND(&both, a, b);
+    return CPU_EQUAL(&both, a) && !CPU_EQUAL(a, b);
+}
+
+/* A worker pinned when it is allowed fewer CPUs than the original mask. */
+static void mark_pinned(struct table *t, const cpu_set_t *original)
+{
+    for (size_t i = 1; i < t->n; i++)
+        t->procs[i].pinned = t->procs[i].worker &&
+                             strict_subset(&t->procs[i].cpus, original);
+}
+
+static bool any_pinned(const struct table *t)
+{
+    for (size_t i = 1; i < t->n; i++)
+        if (t->procs[i].pinned)
+            return true;
+    return false;
+}
+
+/* ---- the verdict ---- */
+
+const char *level_name(enum level level)
+{
+    static const char *const names[] = {"ok", "warning", "critical",
+                                        "unknown"};
+    return names[level];
+}
+
+/* Critical outranks unknown: what is known to be wrong is said first. */
+static int severity(enum level level)
+{
+    static const int rank[] = {0, 1, 3, 2};
+    return rank[level];
+}
+
+static void add_reason(struct verdict *v, enum level level, const char *fmt,
+                       ...) __attribute__((format(printf, 3, 4)));
+
+static void add_reason(struct verdict *v, enum level level, const char *fmt,
+                       ...)
+{
+    va_list ap;
+    char *text;
+    if (v->n == MAX_REASONS)
+        return;
+    va_start(ap, fmt);
+    if (vasprintf(&text, fmt, ap) < 0)
+        out_of_memory();
+    va_end(ap);
+    v->reason[v->n].level = level;
+    v->reason[v->n++].text = text;
+    if (severity(level) > severity(v->level))
+        v->level = level;
+}
+
+static void judge_library(pid_t pid, const struct library *lib,
+                          struct verdict *v)
+{
+    if (lib->maps_error)
+        add_reason(v, LEVEL_UNKNOWN,
+                   "cannot tell whether the library is loaded: "
+                   "/proc/%d/maps: %s%s",
+                   (int)pid, strerror(lib->maps_error),
+                   lib->maps_error == EACCES ? " (run as root)" : "");
+    else if (!lib->path)
+        add_reason(v, LEVEL_CRITICAL,
+                   "libmasteraff is not loaded in the master (start nginx "
+                   "with LD_PRELOAD naming the library, or through "
+                   "masteraff)");
+}
+
+/* The executable's file name, as the library matches MASTERAFF_PROGRAMS. */
+static bool program_matches(pid_t pid, const char *patterns)
+{
+    char link[64], exe[PATH_MAX], *list, *pattern, *save;
+    const char *name;
+    ssize_t n;
+    bool match = false;
+    snprintf(link, sizeof link, "/proc/%d/exe", (int)pid);
+    n = readlink(link, exe, sizeof exe - 1);
+    if (n <= 0)
+        return true; /* cannot tell: the library's own line will say */
+    exe[n] = '\0';
+    list = xstrdup(patterns);
+    name = strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
+    for (pattern = strtok_r(list, ",", &save); pattern && !match;
+         pattern = strtok_r(NULL, ",", &save))
+        match = fnmatch(pattern, name, 0) == 0;
+    free(list);
+    return match;
+}
+
+/* A value the library refuses leaves it inert (config.c). */
+static bool setting_valid(int var, const char *value)
+{
+    static const char *const levels[] = {"error", "warn", "notice", "info",
+                                         "debug"};
+    enum ma_scope scope;
+    switch (var) {
+    case VAR_SCOPE:
+        return ma_scope_parse(value, &scope) == 0;
+    case VAR_MIGRATE:
+        return strcmp(value, "on") == 0 || strcmp(value, "off") == 0;
+    case VAR_LOG:
+        for (size_t i = 0; i < sizeof levels / sizeof *levels; i++)
+            if (strcmp(value, levels[i]) == 0)
+                return true;
+        return false;
+    case VAR_DRY_RUN:
+        return strcmp(value, "1") == 0 || strcmp(value, "0") == 0;
+    case VAR_SYSFS:
+        return value[0] == '/';
+    default:
+        return true;
+    }
+}
+
+static void judge_settings(pid_t pid, const struct library *lib,
+                           struct verdict *v)
+{
+    if (!lib->path)
+        return;
+    for (int var = 0; var < N_VARS; var++)
+        if (!setting_valid(var, setting(lib, var)))
+            add_reason(v, LEVEL_CRITICAL,
+                       "%s=\"%s\" is not valid: the library is inert",
+                       var_names[var], shortened(setting(lib, var)));
+    if (!program_matches(pid, setting(lib, VAR_PROGRAMS)))
+        add_reason(v, LEVEL_CRITICAL,
+                   "the master's executable does not match "
+                   "MASTERAFF_PROGRAMS=\"%s\": the library is inert",
+                   shortened(setting(lib, VAR_PROGRAMS)));
+}
 
 /* The oldest worker: the library follows worker 0 of the oldest
  * generation, so after a reload the old worker 0 until it exits. */
@@ -302,106 +326,158 @@ static bool worker_respawned(const struct table *t, const struct proc *w0)
     return false;
 }
 
-/* "package 1", "packages 0-1", "packages ?". */
-static char *units_text(const char *unit, const cpu_set_t *cpus,
-                        int (*id_of)(int))
-{
-    cpu_set_t ids;
-    char *list = id_list(cpus, id_of), *text;
-    ids_of(cpus, id_of, &ids);
-    text = xasprintf("%s%s %s", unit, CPU_COUNT(&ids) == 1 ? "" : "s", list);
-    free(list);
-    return text;
-}
-
-/* Whether every package of the master is one of worker 0's. */
-static bool placement_verdict(const struct table *t, const struct proc *w0,
-                              FILE *out)
+/* Whether the master is inside the scope units that hold worker 0's CPUs,
+ * as the library places it. */
+static void judge_placement(const struct table *t, const struct proc *w0,
+                            enum ma_scope scope, const struct library *lib,
+                            const cpu_set_t *original, struct verdict *v)
 {
     const struct proc *m = &t->procs[0];
-    cpu_set_t mine, theirs, both;
-    bool known = ids_of(&m->cpus, package_of, &mine);
-    char *where = units_text("package", &m->cpus, package_of),
-         *w0_where = units_text("package", &w0->cpus, package_of);
-    bool ok;
+    cpu_set_t allowed, inside;
+    char *w0_units = units_of(&w0->cpus, scope, &allowed);
+    const char *exiting = w0->exiting ? ", exiting" : "";
 
-    known &= ids_of(&w0->cpus, package_of, &theirs);
-    CPU_AND(&both, &mine, &theirs);
-    ok = known && CPU_EQUAL(&both, &mine);
-    if (ok)
-        fprintf(out, "master shares %s with worker 0 (pid %d%s)", where,
-                (int)w0->pid, w0->exiting ? ", exiting" : "");
+    CPU_AND(&inside, &m->cpus, &allowed);
+    if (CPU_COUNT(&allowed) && CPU_EQUAL(&inside, &m->cpus)) {
+        add_reason(v, LEVEL_OK, "master shares %s with worker 0 (pid %d%s)",
+                   m->units, (int)w0->pid, exiting);
+        return;
+    }
+    CPU_AND(&inside, &allowed, original);
+    if (CPU_COUNT(&allowed) && CPU_COUNT(&inside) == 0)
+        add_reason(v, LEVEL_WARNING,
+                   "worker 0 (pid %d%s) on %s, outside the master's original "
+                   "CPUs: the master stays on %s",
+                   (int)w0->pid, exiting, w0_units, m->units);
     else
-        fprintf(out, "master on %s, worker 0 (pid %d%s) on %s%s", where,
-                (int)w0->pid, w0->exiting ? ", exiting" : "", w0_where,
-                worker_respawned(t, w0)
-                    ? " (a worker was respawned: status takes the oldest "
-                      "worker for worker 0)"
-                    : "");
-    free(where);
-    free(w0_where);
-    return ok;
+        add_reason(v,
+                   strcmp(setting(lib, VAR_DRY_RUN), "1") == 0
+                       ? LEVEL_WARNING
+                       : LEVEL_CRITICAL,
+                   "master on %s, worker 0 (pid %d%s) on %s%s%s", m->units,
+                   (int)w0->pid, exiting, w0_units,
+                   worker_respawned(t, w0)
+                       ? " (a worker was respawned: status takes the oldest "
+                         "worker for worker 0)"
+                       : "",
+                   strcmp(setting(lib, VAR_DRY_RUN), "1") == 0
+                       ? " (MASTERAFF_DRY_RUN=1: the library changes nothing)"
+                       : "");
+    free(w0_units);
 }
 
 /* Whether most of the master's pages are on worker 0's node. Memory that
  * cannot be counted gives no warning: it says why instead. */
-static bool memory_verdict(const struct table *t, const struct proc *w0,
-                           FILE *out)
+static void judge_memory(const struct table *t, const struct proc *w0,
+                         const struct library *lib, struct verdict *v)
 {
-    const struct ma_pages *mp = &t->master_pages;
+    const struct ma_pages *mp = t->procs[0].pages;
     int node = node_of(ma_cpuset_first(&w0->cpus));
     int err = mp->priv.error ? mp->priv.error : mp->shared.error;
     unsigned long total, there;
     unsigned percent;
 
-    if (err) {
-        fprintf(out, "master's memory: not counted (%s%s)", strerror(err),
-                err == EPERM || err == EACCES ? "; run as root" : "");
-        return true;
+    if (strcmp(setting(lib, VAR_MIGRATE), "off") == 0)
+        add_reason(v, LEVEL_OK, "master's memory: not moved (MASTERAFF_MIGRATE=off)");
+    else if (err)
+        add_reason(v, LEVEL_OK, "master's memory: not counted (%s%s)",
+                   strerror(err),
+                   err == EPERM || err == EACCES ? "; run as root" : "");
+    else if (node < 0 || node >= MA_PAGES_MAX_NODES)
+        add_reason(v, LEVEL_OK,
+                   "master's memory: worker 0's node is not known under %s",
+                   sysfs_root);
+    else if ((total = ma_pages_total(&mp->priv) +
+                      ma_pages_total(&mp->shared)) == 0)
+        add_reason(v, LEVEL_OK, "master's memory: no resident pages counted");
+    else {
+        there = mp->priv.node[node] + mp->shared.node[node];
+        percent = (unsigned)(100 * there / total);
+        add_reason(v,
+                   percent < MEMORY_FOLLOWED_PERCENT ? LEVEL_WARNING
+                                                     : LEVEL_OK,
+                   "master's memory: %s%u%% on node %d, worker 0's node",
+                   percent < MEMORY_FOLLOWED_PERCENT ? "only " : "", percent,
+                   node);
     }
-    if (node < 0 || node >= MA_PAGES_MAX_NODES) {
-        fprintf(out, "master's memory: worker 0's node is not known under %s",
-                sysfs_root);
-        return true;
-    }
-    total = ma_pages_total(&mp->priv) + ma_pages_total(&mp->shared);
-    there = mp->priv.node[node] + mp->shared.node[node];
-    if (total == 0) {
-        fprintf(out, "master's memory: no resident pages counted");
-        return true;
-    }
-    percent = (unsigned)(100 * there / total);
-    fprintf(out, "master's memory: %s%u%% on node %d, worker 0's node",
-            percent < MEMORY_FOLLOWED_PERCENT ? "only " : "", percent, node);
-    return percent >= MEMORY_FOLLOWED_PERCENT;
 }
 
-static void print_verdict(const struct table *t)
+static void judge(const struct table *t, const struct library *lib,
+                  enum ma_scope scope, const cpu_set_t *original,
+                  struct verdict *v)
 {
     const struct proc *w0 = worker0(t);
-    char *text;
-    size_t len;
-    FILE *f;
-    bool ok;
-
-    if (!w0) {
-        printf("warning: process %d has no worker process to follow\n",
-               (int)t->procs[0].pid);
-        return;
+    judge_library(t->procs[0].pid, lib, v);
+    judge_settings(t->procs[0].pid, lib, v);
+    if (!w0)
+        add_reason(v, LEVEL_WARNING, "process %d has no worker process to follow",
+                   (int)t->procs[0].pid);
+    else if (!any_pinned(t))
+        add_reason(v, LEVEL_WARNING,
+                   "no worker pinned itself to CPUs: the library follows "
+                   "worker 0's worker_cpu_affinity, and nginx.conf sets none");
+    else {
+        judge_placement(t, w0, scope, lib, original, v);
+        judge_memory(t, w0, lib, v);
     }
-    f = open_memstream(&text, &len);
-    if (!f)
-        out_of_memory();
-    ok = placement_verdict(t, w0, f);
-    fputs("; ", f);
-    ok &= memory_verdict(t, w0, f);
-    if (fclose(f) != 0)
-        out_of_memory();
-    printf("%s: %s\n", ok ? "ok" : "warning", text);
-    free(text);
 }
 
-/* ---- status: the command ---- */
+/* ---- output ---- */
+
+static void print_library(const struct library *lib)
+{
+    const char *sep = "";
+    if (lib->maps_error)
+        printf("library: cannot tell (%s)\n", strerror(lib->maps_error));
+    else
+        printf("library: %s\n", lib->path ? lib->path : "not loaded");
+    printf("settings: ");
+    for (int var = 0; var < N_VARS; var++)
+        if (lib->value[var]) {
+            printf("%s%s=%s", sep, var_names[var], shortened(lib->value[var]));
+            sep = " ";
+        }
+    if (lib->settings_from)
+        printf("%s(%s from the master's %s)\n", sep,
+               *sep ? "the others default; read" : "the defaults; none set",
+               strcmp(lib->settings_from, "environ") == 0
+                   ? "environment"
+                   : "copy of its environment in memory");
+    else
+        printf("the defaults, as far as status can tell (the master's "
+               "environment: %s%s)\n",
+               strerror(lib->settings_error),
+               lib->settings_error == EACCES ? "; run as root" : "");
+}
+
+/* "reason; reason; ..." */
+static void print_reasons(const struct verdict *v)
+{
+    for (size_t i = 0; i < v->n; i++)
+        printf("%s%s", i ? "; " : "", v->reason[i].text);
+}
+
+static void print_text(const struct table *t, const struct library *lib,
+                       const struct verdict *v)
+{
+    print_table(t);
+    print_library(lib);
+    printf("%s: ", level_name(v->level));
+    print_reasons(v);
+    putchar('\n');
+}
+
+/* The monitoring-plugin line: "MASTERAFF OK - reasons". */
+static void print_plugin_line(const struct verdict *v)
+{
+    static const char *const words[] = {"OK", "WARNING", "CRITICAL",
+                                        "UNKNOWN"};
+    printf("MASTERAFF %s - ", words[v->level]);
+    print_reasons(v);
+    putchar('\n');
+}
+
+/* ---- the command ---- */
 
 /* Digits only, 1 to INT_MAX. */
 static bool parse_pid(const char *s, pid_t *out)
@@ -427,17 +503,18 @@ static pid_t pid_from_file(const char *path)
     pid_t pid;
 
     if (!f)
-        fail(EXIT_RUNTIME, "cannot read pid file %s: %s", path,
+        fail(EXIT_RUNTIME, "cannot read pid file %s: %s", shortened(path),
              strerror(errno));
     n = fread(buf, 1, sizeof buf - 1, f);
     err = ferror(f) ? errno : 0;
     fclose(f);
     if (err)
-        fail(EXIT_RUNTIME, "cannot read pid file %s: %s", path, strerror(err));
+        fail(EXIT_RUNTIME, "cannot read pid file %s: %s", shortened(path),
+             strerror(err));
     buf[n] = '\0';
     buf[strcspn(buf, "\n")] = '\0';
     if (!parse_pid(buf, &pid))
-        fail(EXIT_RUNTIME, "pid file %s does not hold a pid", path);
+        fail(EXIT_RUNTIME, "pid file %s does not hold a pid", shortened(path));
     return pid;
 }
 
@@ -448,20 +525,132 @@ static pid_t target_pid(const char *arg)
     if (strspn(arg, "0123456789") != strlen(arg))
         return pid_from_file(arg);
     if (!parse_pid(arg, &pid))
-        fail(EXIT_USAGE, "bad pid '%s' (accepted: 1 to %d)", arg, INT_MAX);
+        fail(EXIT_USAGE, "bad pid '%s' (accepted: 1 to %d)", shortened(arg),
+             INT_MAX);
     return pid;
+}
+
+/* An nginx master by its title, one with worker children, or one the
+ * library is loaded in that has children (another pre-fork server). */
+static bool looks_like_master(const struct table *t, const struct library *lib)
+{
+    if (t->procs[0].titled && strcmp(t->procs[0].role, "master") == 0)
+        return true;
+    for (size_t i = 1; i < t->n; i++)
+        if (t->procs[i].worker)
+            return true;
+    return lib->path && t->n > 1;
+}
+
+/* Refuses what is not a master, pointing a worker's caller to its master. */
+static void refuse_non_master(const struct table *t, const struct library *lib)
+{
+    const struct proc *p = &t->procs[0];
+    struct proc parent = {0};
+    pid_t ppid;
+    if (looks_like_master(t, lib))
+        return;
+    ppid = parent_of(p->pid);
+    if (ppid > 0 && read_process(&parent, ppid) == 0 && parent.titled &&
+        strcmp(parent.role, "master") == 0)
+        fail(EXIT_RUNTIME,
+             "process %d is a %s process, not a master: its master is %d "
+             "(masteraff status %d)",
+             (int)p->pid, shortened(p->role), (int)ppid, (int)ppid);
+    fail(EXIT_RUNTIME,
+         "process %d (%s) is not a master: no worker process among its "
+         "children",
+         (int)p->pid, shortened(p->role));
+}
+
+/* --sysfs, else the caller's $MASTERAFF_SYSFS, else the master's. */
+static const char *choose_sysfs(const char *option, const struct library *lib)
+{
+    const char *caller = getenv("MASTERAFF_SYSFS");
+    if (option)
+        return option;
+    if (caller && *caller)
+        return caller;
+    return setting(lib, VAR_SYSFS);
+}
+
+static enum ma_scope master_scope(const struct library *lib)
+{
+    enum ma_scope scope;
+    return ma_scope_parse(setting(lib, VAR_SCOPE), &scope) == 0
+               ? scope
+               : MA_SCOPE_PACKAGE;
+}
+
+static const struct option status_options[] = {
+    {"sysfs", required_argument, NULL, OPT_SYSFS},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"check", no_argument, NULL, OPT_CHECK},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+struct status_settings {
+    const char *sysfs, *target;
+    bool json, check;
+};
+
+static void parse_status_options(int argc, char **argv,
+                                 struct status_settings *s)
+{
+    int c;
+    while ((c = getopt_long(argc, argv, "hV", status_options, NULL)) != -1)
+        switch (c) {
+        case OPT_SYSFS:
+            s->sysfs = optarg;
+            break;
+        case OPT_JSON:
+            s->json = true;
+            break;
+        case OPT_CHECK:
+            s->check = plugin_mode = true;
+            break;
+        default:
+            common_option(c);
+        }
+    if (argc - optind > 1)
+        fail(EXIT_USAGE, "unexpected argument '%s'",
+             shortened(argv[optind + 1]));
+    s->target = optind < argc ? argv[optind] : DEFAULT_PIDFILE;
 }
 
 int status_command(int argc, char **argv)
 {
     static struct table t;
-    int n = parse_info_options(argc, argv, 1);
-    pid_t pid = target_pid(n ? argv[optind] : DEFAULT_PIDFILE);
+    static struct library lib;
+    static struct verdict v;
+    struct status_settings s = {0};
+    enum ma_scope scope;
+    cpu_set_t online, original;
+    pid_t pid;
 
+    parse_status_options(argc, argv, &s);
+    pid = target_pid(s.target);
     add_master(&t, pid);
+    read_library(pid, &lib);
     add_children(&t, pid);
-    print_table(&t);
-    print_verdict(&t);
-    return 0;
-}
+    refuse_non_master(&t, &lib);
 
+    sysfs_root = choose_sysfs(s.sysfs, &lib);
+    online_cpus(&online);
+    scope = master_scope(&lib);
+    for (size_t i = 0; i < t.n; i++)
+        fill_columns(&t.procs[i], scope);
+    original_mask(&t, &original);
+    mark_pinned(&t, &original);
+    judge(&t, &lib, scope, &original, &v);
+
+    if (s.json)
+        print_json(&t, &lib, ma_scope_name(scope), &v);
+    else if (s.check)
+        print_plugin_line(&v);
+    else
+        print_text(&t, &lib, &v);
+    return s.check ? (int)v.level : 0;
+}

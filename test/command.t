@@ -128,8 +128,8 @@ m=$(master_pid)
 read -r w0 w1 <<<"$(workers)"
 wait_pinned "$w0" "$w1"
 "$MA" status --sysfs "$T/sys" "$T/nginx.pid" >"$T/status"
-grep -q "^warning: master on packages 0-1, worker 0 (pid $w0) on package 1; " <(tail -1 "$T/status")
-ok $? "without the library, the verdict is a warning"
+grep -q "^critical: libmasteraff is not loaded in the master .*; master on packages 0,1, worker 0 (pid $w0) on package 1; " <(tail -1 "$T/status")
+ok $? "without the library, the verdict is critical and says why"
 tail -1 "$T/status" | sed 's/^/#   /'
 stop_nginx
 
