@@ -8,7 +8,7 @@
 
 const char usage_text[] =
     "Usage: masteraff [OPTION]... [--] COMMAND [ARG]...\n"
-    "       masteraff status [--sysfs DIR] [PID | PIDFILE]\n"
+    "       masteraff status [--sysfs DIR] [--json] [--check] [PID | PIDFILE]\n"
     "       masteraff topology [--sysfs DIR]\n"
     "\n"
     "Runs COMMAND (nginx) with libmasteraff preloaded: the master process\n"
@@ -31,17 +31,24 @@ const char usage_text[] =
     "status: the master (PID, the pid in PIDFILE, default " DEFAULT_PIDFILE
     ")\n"
     "and its children, one line each: pid, role, allowed CPUs, their packages\n"
-    "and nodes, resident pages per node (private, and shared zones); then a\n"
-    "verdict on whether the master and its memory are with worker 0.\n"
+    "and nodes, resident pages per node (private, and shared zones); whether\n"
+    "the library is loaded in the master and its settings there; then a\n"
+    "verdict (ok, warning, critical, unknown) on whether the master and its\n"
+    "memory are with worker 0, at the master's MASTERAFF_SCOPE.\n"
+    "  --json           all of it as one JSON object\n"
+    "  --check          one line \"MASTERAFF OK - ...\" and the exit status of\n"
+    "                   a monitoring plugin: 0 ok, 1 warning, 2 critical,\n"
+    "                   3 unknown (also for any error)\n"
     "\n"
     "topology: packages, dies, nodes, LLCs, clusters and cores with their "
     "CPUs.\n"
     "\n"
-    "status and topology read the topology below --sysfs DIR, else\n"
-    "$MASTERAFF_SYSFS, else /sys.\n"
+    "topology reads below --sysfs DIR, else $MASTERAFF_SYSFS, else /sys;\n"
+    "status too, then below the master's own MASTERAFF_SYSFS.\n"
     "\n"
-    "Exit status: 0 ok, 1 runtime error, 2 usage error, 126 COMMAND cannot\n"
-    "run, 127 COMMAND not found; else COMMAND's own.\n";
+    "Exit status: 0 ok (status: a report was made, whatever its verdict),\n"
+    "1 runtime error, 2 usage error, 126 COMMAND cannot run, 127 COMMAND not\n"
+    "found; else COMMAND's own.\n";
 
 /* getopt names argv[0] in its messages: "masteraff", or "masteraff status"
  * once a subcommand is chosen. */
