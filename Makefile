@@ -5,6 +5,9 @@ DEB_HOST_MULTIARCH ?= $(shell dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null
 LIBDIR ?= $(PREFIX)/lib/$(DEB_HOST_MULTIARCH)
 BINDIR ?= $(PREFIX)/bin
 MANDIR ?= $(PREFIX)/share/man
+# Where bash-completion looks for masteraff's completion (it searches
+# $XDG_DATA_DIRS, by default /usr/local/share and /usr/share).
+COMPLETIONSDIR ?= $(PREFIX)/share/bash-completion/completions
 DESTDIR ?=
 
 CC ?= cc
@@ -58,7 +61,7 @@ test/asan_%: test/t_%.c affinity.c affinity.h test/tap.h
 # What the tests need on Debian 12 (CI runs this as root).
 TEST_DEPS = build-essential clang nginx-light curl procps psmisc numactl \
 	libnuma1 valgrind qemu-system-x86 busybox-static cpio xz-utils groff-base \
-	debhelper lintian uwsgi-core libclang-rt-14-dev
+	debhelper lintian uwsgi-core libclang-rt-14-dev bash-completion
 
 deps:
 	apt-get update -qq
@@ -78,11 +81,13 @@ check: all man-check $(UNIT_TESTS) $(ASAN_TESTS) $(TEST_HELPERS)
 
 install: all
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR) \
-		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7 \
+		$(DESTDIR)$(COMPLETIONSDIR)
 	install -m 0644 $(LIB) $(DESTDIR)$(LIBDIR)/$(LIB)
 	install -m 0755 $(CMD) $(DESTDIR)$(BINDIR)/$(CMD)
 	install -m 0644 man/masteraff.1 $(DESTDIR)$(MANDIR)/man1/masteraff.1
 	install -m 0644 man/libmasteraff.7 $(DESTDIR)$(MANDIR)/man7/libmasteraff.7
+	install -m 0644 completion/masteraff $(DESTDIR)$(COMPLETIONSDIR)/masteraff
 
 demo:
 	scripts/demo
@@ -93,9 +98,16 @@ FUZZ_SECONDS ?= 60
 fuzz:
 	fuzz/run $(FUZZ_SECONDS)
 
-# A Debian package in the parent directory (test/package.t builds one in a
-# copy of the tree).
+# A Debian package in the parent directory, ../masteraff_$(VERSION)-1_ARCH.deb
+# (test/package.t builds one in a copy of the tree). It takes debhelper,
+# installed here when missing, as make demo installs what it needs.
+DEB_DEPS = debhelper dpkg-dev build-essential
+
 deb:
+	@command -v dh >/dev/null && command -v dpkg-buildpackage >/dev/null || { \
+		echo "== installing $(DEB_DEPS)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -qq $(DEB_DEPS) >/dev/null; }
 	dpkg-buildpackage -us -uc -b
 
 clean:
