@@ -65,7 +65,7 @@ extern const char *sysfs_root;
 /* $MASTERAFF_SYSFS, else "/sys". */
 const char *default_sysfs(void);
 
-/* Parses the options of status and topology; returns the positional arguments'
+/* Parses the options of topology; returns the positional arguments'
  * count, at most max_args. */
 int parse_info_options(int argc, char **argv, int max_args);
 
