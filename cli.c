@@ -4,12 +4,10 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 const char *me = "masteraff";
 
@@ -61,13 +59,6 @@ char *xasprintf(const char *fmt, ...)
     return s;
 }
 
-static const struct option info_options[] = {
-    {"sysfs", required_argument, NULL, OPT_SYSFS},
-    {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, 'V'},
-    {NULL, 0, NULL, 0},
-};
-
 _Noreturn void common_option(int c)
 {
     if (c == 'h') {
@@ -106,12 +97,6 @@ const char *shortened(const char *s)
     return copy;
 }
 
-
-const char *default_sysfs(void)
-{
-    const char *root = getenv("MASTERAFF_SYSFS");
-    return root && *root ? root : "/sys";
-}
 
 /* ---- the topology, as the library sees it ---- */
 
@@ -181,21 +166,6 @@ char *id_list(const cpu_set_t *cpus, int (*id_of)(int))
 
 /* Parses the options of status and topology; returns the positional
  * arguments' count, at most max_args. */
-int parse_info_options(int argc, char **argv, int max_args)
-{
-    int c;
-    sysfs_root = default_sysfs();
-    while ((c = getopt_long(argc, argv, "hV", info_options, NULL)) != -1) {
-        if (c != OPT_SYSFS)
-            common_option(c);
-        sysfs_root = optarg;
-    }
-    if (argc - optind > max_args)
-        fail(EXIT_USAGE, "unexpected argument '%s'",
-             shortened(argv[optind + max_args]));
-    return argc - optind;
-}
-
 static bool cpu_directories(cpu_set_t *cpus)
 {
     char path[PATH_MAX];

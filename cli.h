@@ -62,13 +62,6 @@ _Noreturn void common_option(int c);
 /* The topology root of status and topology. */
 extern const char *sysfs_root;
 
-/* $MASTERAFF_SYSFS, else "/sys". */
-const char *default_sysfs(void);
-
-/* Parses the options of topology; returns the positional arguments'
- * count, at most max_args. */
-int parse_info_options(int argc, char **argv, int max_args);
-
 /* Package and node of a CPU under sysfs_root, -1 when unknown. */
 int package_of(int cpu);
 int node_of(int cpu);

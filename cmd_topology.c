@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,13 +95,35 @@ static bool show_level(enum ma_scope level, const char *why_absent,
     return false;
 }
 
+static const struct option topology_options[] = {
+    {"sysfs", required_argument, NULL, OPT_SYSFS},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+/* --sysfs, else $MASTERAFF_SYSFS, else /sys; no other argument. */
+static void parse_topology_options(int argc, char **argv)
+{
+    const char *root = getenv("MASTERAFF_SYSFS");
+    int c;
+    sysfs_root = root && *root ? root : "/sys";
+    while ((c = getopt_long(argc, argv, "hV", topology_options, NULL)) != -1) {
+        if (c != OPT_SYSFS)
+            common_option(c);
+        sysfs_root = optarg;
+    }
+    if (optind < argc)
+        fail(EXIT_USAGE, "unexpected argument '%s'", shortened(argv[optind]));
+}
+
 int topology_command(int argc, char **argv)
 {
     cpu_set_t online;
     char list[8192];
     bool ok = true;
 
-    parse_info_options(argc, argv, 0);
+    parse_topology_options(argc, argv);
     online_cpus(&online);
     ma_cpulist_format(&online, list, sizeof list);
     printf("sysfs: %s\nCPUs: %s\n", sysfs_root, list);
