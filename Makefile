@@ -22,7 +22,7 @@ LIB_HDR = affinity.h internal.h
 
 CMD = masteraff
 CMD_SRC = masteraff.c cli.c cmd_run.c cmd_status.c status_procs.c \
-	status_library.c status_json.c cmd_topology.c affinity.c pages.c
+	status_library.c status_verdict.c status_json.c cmd_topology.c affinity.c pages.c
 CMD_HDR = cli.h status.h affinity.h pages.h
 MANPAGES = man/masteraff.1 man/libmasteraff.7
 

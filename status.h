@@ -79,6 +79,20 @@ struct verdict {
 /* "ok", "warning", "critical", "unknown". */
 const char *level_name(enum level level);
 
+/* The units at scope that hold cpus, as "package 1" or "nodes 0,1", their
+ * CPUs in *covered (empty when the topology cannot be read). */
+char *units_of(const cpu_set_t *cpus, enum ma_scope scope, cpu_set_t *covered);
+
+/* The master's original mask, as well as status can know it. */
+void original_mask(const struct table *t, cpu_set_t *out);
+
+/* Marks the workers allowed fewer CPUs than the original mask. */
+void mark_pinned(struct table *t, const cpu_set_t *original);
+
+/* The verdict on the master (t->procs[0]) against worker 0, at scope. */
+void judge(const struct table *t, const struct library *lib,
+           enum ma_scope scope, const cpu_set_t *original, struct verdict *v);
+
 /* The whole status as one JSON object on stdout. */
 void print_json(const struct table *t, const struct library *lib,
                 const char *scope, const struct verdict *v);
