@@ -61,7 +61,7 @@ test/asan_%: test/t_%.c affinity.c affinity.h test/tap.h
 # What the tests need on Debian 12 (CI runs this as root).
 TEST_DEPS = build-essential clang nginx-light curl procps psmisc numactl \
 	libnuma1 valgrind qemu-system-x86 busybox-static cpio xz-utils groff-base \
-	debhelper lintian uwsgi-core libclang-rt-14-dev bash-completion
+	debhelper lintian uwsgi-core libclang-rt-14-dev bash-completion python3
 
 deps:
 	apt-get update -qq
