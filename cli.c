@@ -205,6 +205,7 @@ void online_cpus(cpu_set_t *cpus)
     buf[n] = '\0';
     if (ma_cpulist_parse(buf, cpus) == 0 || cpu_directories(cpus))
         return;
-    fail(EXIT_RUNTIME, "no CPUs under %s/devices/system/cpu", sysfs_root);
+    fail(EXIT_RUNTIME, "no CPUs under %s/devices/system/cpu",
+         shortened(sysfs_root));
 }
 

@@ -91,7 +91,7 @@ static bool show_level(enum ma_scope level, const char *why_absent,
         return true;
     ma_cpulist_format(&failed, list, sizeof list);
     fprintf(stderr, "%s: cannot read the %s of CPUs %s under %s: %s\n", me,
-            ma_scope_name(level), list, sysfs_root, strerror(err));
+            ma_scope_name(level), list, shortened(sysfs_root), strerror(err));
     return false;
 }
 

@@ -315,7 +315,7 @@ static void judge_memory(const struct table *t, const struct proc *w0,
     else if (node < 0 || node >= MA_PAGES_MAX_NODES)
         add_reason(v, LEVEL_OK,
                    "master's memory: worker 0's node is not known under %s",
-                   sysfs_root);
+                   shortened(sysfs_root));
     else if ((total = ma_pages_total(&mp->priv) +
                       ma_pages_total(&mp->shared)) == 0)
         add_reason(v, LEVEL_OK, "master's memory: no resident pages counted");
