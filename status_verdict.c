@@ -254,6 +254,41 @@ static bool worker_respawned(const struct table *t, const struct proc *w0)
     return false;
 }
 
+/* Whether cpus lie within the units (their CPUs: allowed), none known
+ * being no answer. */
+static bool within(const cpu_set_t *cpus, const cpu_set_t *allowed)
+{
+    cpu_set_t inside;
+    CPU_AND(&inside, cpus, allowed);
+    return CPU_COUNT(allowed) && CPU_EQUAL(&inside, cpus);
+}
+
+/* Whether the library would leave the master where it is: worker 0's
+ * units share no CPU with the master's original mask. */
+static bool beyond_original(const cpu_set_t *allowed, const cpu_set_t *original)
+{
+    cpu_set_t both;
+    CPU_AND(&both, allowed, original);
+    return CPU_COUNT(allowed) && CPU_COUNT(&both) == 0;
+}
+
+/* A master away from worker 0 is critical, but only a warning in a dry run
+ * (the library changes nothing) and after a respawn (status may have
+ * taken the wrong worker for worker 0). */
+static void judge_away(bool dry_run, bool respawned, const char *where,
+                       const struct proc *w0, const char *w0_units,
+                       struct verdict *v)
+{
+    add_reason(v, dry_run || respawned ? LEVEL_WARNING : LEVEL_CRITICAL,
+               "master on %s, worker 0 (pid %d%s) on %s%s%s", where,
+               (int)w0->pid, w0->exiting ? ", exiting" : "", w0_units,
+               respawned ? " (a worker was respawned: status takes the oldest "
+                           "worker for worker 0)"
+                         : "",
+               dry_run ? " (MASTERAFF_DRY_RUN=1: the library changes nothing)"
+                       : "");
+}
+
 /* Whether the master is inside the scope units that hold worker 0's CPUs,
  * as the library places it. */
 static void judge_placement(const struct table *t, const struct proc *w0,
@@ -261,36 +296,21 @@ static void judge_placement(const struct table *t, const struct proc *w0,
                             const cpu_set_t *original, struct verdict *v)
 {
     const struct proc *m = &t->procs[0];
-    cpu_set_t allowed, inside;
+    cpu_set_t allowed;
     char *w0_units = units_of(&w0->cpus, scope, &allowed);
-    const char *exiting = w0->exiting ? ", exiting" : "";
 
-    CPU_AND(&inside, &m->cpus, &allowed);
-    if (CPU_COUNT(&allowed) && CPU_EQUAL(&inside, &m->cpus)) {
+    if (within(&m->cpus, &allowed))
         add_reason(v, LEVEL_OK, "master shares %s with worker 0 (pid %d%s)",
-                   m->units, (int)w0->pid, exiting);
-        return;
-    }
-    CPU_AND(&inside, &allowed, original);
-    if (CPU_COUNT(&allowed) && CPU_COUNT(&inside) == 0)
+                   m->units, (int)w0->pid, w0->exiting ? ", exiting" : "");
+    else if (beyond_original(&allowed, original))
         add_reason(v, LEVEL_WARNING,
                    "worker 0 (pid %d%s) on %s, outside the master's original "
                    "CPUs: the master stays on %s",
-                   (int)w0->pid, exiting, w0_units, m->units);
+                   (int)w0->pid, w0->exiting ? ", exiting" : "", w0_units,
+                   m->units);
     else
-        add_reason(v,
-                   strcmp(setting(lib, VAR_DRY_RUN), "1") == 0
-                       ? LEVEL_WARNING
-                       : LEVEL_CRITICAL,
-                   "master on %s, worker 0 (pid %d%s) on %s%s%s", m->units,
-                   (int)w0->pid, exiting, w0_units,
-                   worker_respawned(t, w0)
-                       ? " (a worker was respawned: status takes the oldest "
-                         "worker for worker 0)"
-                       : "",
-                   strcmp(setting(lib, VAR_DRY_RUN), "1") == 0
-                       ? " (MASTERAFF_DRY_RUN=1: the library changes nothing)"
-                       : "");
+        judge_away(strcmp(setting(lib, VAR_DRY_RUN), "1") == 0,
+                   worker_respawned(t, w0), m->units, w0, w0_units, v);
     free(w0_units);
 }
 

@@ -91,6 +91,17 @@ long=$(head -c 100000 /dev/zero | tr '\0' y)
 "$MA" status "$m" "$long" >"$T/out" 2>&1
 is "$?:$(head -1 "$T/out")" "2:masteraff status: unexpected argument '$(head -c 64 <<<"$long")...'" \
     "a 100 KB argument: exit status 2, echoed cut after 64 bytes"
+
+# Worker 0 respawned: the oldest worker is now worker 1, on package 0,
+# while the master rightly stays with the new worker 0 on package 1.
+kill -9 "$w0"
+wait_for "[ \$(new_workers '$w0 $w1' | wc -w) -eq 1 ]"
+sleep 0.3
+is "$(cpus_of "$m")" 1 "worker 0 respawned: the master stays on CPU 1"
+check
+is "$rc" 1 "after a respawn, a mismatch with the oldest worker is only a warning"
+grep -q "^MASTERAFF WARNING - master on package 1, worker 0 (pid $w1) on package 0 (a worker was respawned" "$T/check"
+ok $? "and it says that a worker was respawned"
 stop_nginx
 
 # ---- scope node: on twopkg node 0 holds both packages ----
