@@ -5,6 +5,9 @@ DEB_HOST_MULTIARCH ?= $(shell dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null
 LIBDIR ?= $(PREFIX)/lib/$(DEB_HOST_MULTIARCH)
 BINDIR ?= $(PREFIX)/bin
 MANDIR ?= $(PREFIX)/share/man
+# Where bash-completion looks for masteraff's completion (it searches
+# $XDG_DATA_DIRS, by default /usr/local/share and /usr/share).
+COMPLETIONSDIR ?= $(PREFIX)/share/bash-completion/completions
 DESTDIR ?=
 
 CC ?= cc
@@ -18,8 +21,9 @@ LIB_SRC = shim.c config.c memory.c affinity.c nginxconf.c
 LIB_HDR = affinity.h internal.h nginxconf.h
 
 CMD = masteraff
-CMD_SRC = masteraff.c affinity.c pages.c
-CMD_HDR = affinity.h pages.h
+CMD_SRC = masteraff.c cli.c cmd_run.c cmd_status.c status_procs.c \
+	status_library.c status_verdict.c status_json.c cmd_topology.c affinity.c pages.c
+CMD_HDR = cli.h status.h affinity.h pages.h
 MANPAGES = man/masteraff.1 man/libmasteraff.7
 
 UNIT_TESTS = test/t_cpulist test/t_topology test/t_brood test/t_nginxconf
@@ -70,7 +74,7 @@ test/asan_nginxconf: test/t_nginxconf.c nginxconf.c nginxconf.h affinity.c \
 # What the tests need on Debian 12 (CI runs this as root).
 TEST_DEPS = build-essential clang nginx-light curl procps psmisc numactl \
 	libnuma1 valgrind qemu-system-x86 busybox-static cpio xz-utils groff-base \
-	debhelper lintian uwsgi-core libclang-rt-14-dev
+	debhelper lintian uwsgi-core libclang-rt-14-dev bash-completion python3
 
 deps:
 	apt-get update -qq
@@ -90,11 +94,13 @@ check: all man-check $(UNIT_TESTS) $(ASAN_TESTS) $(TEST_HELPERS)
 
 install: all
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR) \
-		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7 \
+		$(DESTDIR)$(COMPLETIONSDIR)
 	install -m 0644 $(LIB) $(DESTDIR)$(LIBDIR)/$(LIB)
 	install -m 0755 $(CMD) $(DESTDIR)$(BINDIR)/$(CMD)
 	install -m 0644 man/masteraff.1 $(DESTDIR)$(MANDIR)/man1/masteraff.1
 	install -m 0644 man/libmasteraff.7 $(DESTDIR)$(MANDIR)/man7/libmasteraff.7
+	install -m 0644 completion/masteraff $(DESTDIR)$(COMPLETIONSDIR)/masteraff
 
 demo:
 	scripts/demo
@@ -106,9 +112,16 @@ FUZZ_SECONDS ?= 60
 fuzz:
 	fuzz/run $(FUZZ_SECONDS)
 
-# A Debian package in the parent directory (test/package.t builds one in a
-# copy of the tree).
+# A Debian package in the parent directory, ../masteraff_$(VERSION)-1_ARCH.deb
+# (test/package.t builds one in a copy of the tree). It takes debhelper,
+# installed here when missing, as make demo installs what it needs.
+DEB_DEPS = debhelper dpkg-dev build-essential
+
 deb:
+	@command -v dh >/dev/null && command -v dpkg-buildpackage >/dev/null || { \
+		echo "== installing $(DEB_DEPS)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -qq $(DEB_DEPS) >/dev/null; }
 	dpkg-buildpackage -us -uc -b
 
 clean:

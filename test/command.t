@@ -3,7 +3,7 @@
 # it on a fake sysfs tree where CPU 0 and CPU 1 are two packages, status,
 # topology, and an exit status and a message for every bad argument.
 . "$(dirname "$0")/lib.sh"
-PORT=18300
+PORT=18170
 
 MA=$SRCDIR/masteraff
 [ -x "$MA" ] || skip_all "masteraff is not built"
@@ -128,8 +128,8 @@ m=$(master_pid)
 read -r w0 w1 <<<"$(workers)"
 wait_pinned "$w0" "$w1"
 "$MA" status --sysfs "$T/sys" "$T/nginx.pid" >"$T/status"
-grep -q "^warning: master on packages 0-1, worker 0 (pid $w0) on package 1; " <(tail -1 "$T/status")
-ok $? "without the library, the verdict is a warning"
+grep -q "^critical: libmasteraff is not loaded in the master .*; master on packages 0,1, worker 0 (pid $w0) on package 1; " <(tail -1 "$T/status")
+ok $? "without the library, the verdict is critical and says why"
 tail -1 "$T/status" | sed 's/^/#   /'
 stop_nginx
 
@@ -188,6 +188,15 @@ fails 2 --sysfs status --sysfs
 fails 2 extra topology extra
 fails 2 --sysfs topology --sysfs
 fails 1 "$T/nope.so" --library "$T/nope.so" -- true
+fails 1 "library /etc/passwd: not an ELF shared object" --library /etc/passwd -- true
+fails 1 "library $(readlink -f /bin/true): an executable, not a shared object" --library /bin/true -- true
+fails 2 "unknown command 'stats' (commands: status, topology;" stats
+fails 2 "unknown command 'stats'" --scope node stats
+fails 127 "cannot run stats" -- stats
+long=$(head -c 100000 /dev/zero | tr '\0' x)
+"$MA" --scope "$long" -- true 2>"$T/err"
+is "$?:$(head -1 "$T/err")" "2:masteraff: bad --scope '$(head -c 64 <<<"$long")...' (accepted: $("$MA" --scope x true 2>&1 | sed -n 's/.*(accepted: //p' | head -1)" \
+    "a 100 KB argument: exit status 2, echoed cut after 64 bytes"
 fails 127 "$T/nope" -- "$T/nope"
 fails 127 no-such-command-here -- no-such-command-here
 echo 'echo hi' >"$T/notexec"

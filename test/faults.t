@@ -198,19 +198,29 @@ is "$(err_lines | sed -n 's/.*\] \([0-9]*\)#.*/\1/p' | sort -u | wc -l)" "$maste
 is "$(err_lines | grep -vc 'Too many open files')" 0 "EMFILE: no other line"
 
 # RLIMIT_NPROC binds a user that is not root: one that owns no process.
+# That user must reach what it runs wherever the checkout is (a clone in
+# /root is mode 0700): errnos and the library run from copies in $T/uid,
+# which it may enter ($T itself only traversed).
 as_other() { # as_other NPROC COMMAND...
     local nproc=$1
     shift
     setpriv --reuid=54321 --regid=54321 --clear-groups \
         prlimit --nproc="$nproc:$nproc" "$@"
 }
-nproc_lib() { # nproc_lib NPROC MODE
-    as_other "$1" env LD_PRELOAD="$LIB" MASTERAFF_PROGRAMS=errnos \
-        MASTERAFF_SYSFS=/sys "$SRCDIR/test/errnos" "$2" 2>"$T/err"
+copy_for_other() {
+    mkdir -p "$T/uid"
+    cp "$SRCDIR/test/errnos" "$LIB" "$T/uid/"
+    chmod 0711 "$T"
+    chmod 0755 "$T/uid"
 }
-nproc_plain() { as_other "$1" "$SRCDIR/test/errnos" "$2" 2>"$T/err"; }
+nproc_lib() { # nproc_lib NPROC MODE
+    as_other "$1" env LD_PRELOAD="$T/uid/libmasteraff.so" MASTERAFF_PROGRAMS=errnos \
+        MASTERAFF_SYSFS=/sys "$T/uid/errnos" "$2" 2>"$T/err"
+}
+nproc_plain() { as_other "$1" "$T/uid/errnos" "$2" 2>"$T/err"; }
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && command -v prlimit >/dev/null &&
     ! pgrep -u 54321 >/dev/null; then
+    copy_for_other
     # One process: fork() fails.
     relay "RLIMIT_NPROC=1, without the library" nproc_plain 1 forkfail
     relay "RLIMIT_NPROC=1, with the library" nproc_lib 1 forkfail

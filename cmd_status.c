@@ -1,0 +1,313 @@
+/* masteraff status: where a master, its children and their memory are,
+ * whether the library is loaded in the master and with which settings,
+ * and a verdict on whether the master is with worker 0 (status_verdict.c),
+ * as a table, as JSON (status_json.c) or as a monitoring plugin's line. */
+#define _GNU_SOURCE
+#include "status.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const headers[N_COLS] = {
+    "PID", "ROLE", "CPUS", "PACKAGES", "NODES", "PRIVATE", "SHARED"};
+
+/* ---- the processes' columns ---- */
+
+/* "private=node0:12,node3:400", "private=none", or "private=?" when the
+ * pages cannot be counted. */
+static char *page_column(const char *kind, const struct ma_node_pages *pages)
+{
+    char *text;
+    size_t len;
+    FILE *f = open_memstream(&text, &len);
+    const char *sep = "";
+    if (!f)
+        out_of_memory();
+    fprintf(f, "%s=", kind);
+    if (pages->error)
+        fputs("?", f);
+    else if (ma_pages_total(pages) == 0)
+        fputs("none", f);
+    for (int n = 0; !pages->error && n < MA_PAGES_MAX_NODES; n++)
+        if (pages->node[n]) {
+            fprintf(f, "%snode%d:%lu", sep, n, pages->node[n]);
+            sep = ",";
+        }
+    if (fclose(f) != 0)
+        out_of_memory();
+    return text;
+}
+
+static void fill_columns(struct proc *p, enum ma_scope scope)
+{
+    char cpus[8192];
+    cpu_set_t covered;
+    p->pages = malloc(sizeof *p->pages);
+    if (!p->pages)
+        out_of_memory();
+    ma_pages_count(p->pid, p->pages);
+    ma_cpulist_format(&p->cpus, cpus, sizeof cpus);
+    p->col[COL_PID] = xasprintf("%d", (int)p->pid);
+    p->col[COL_ROLE] = xstrdup(p->role);
+    p->col[COL_CPUS] = xstrdup(cpus);
+    p->col[COL_PACKAGES] = id_list(&p->cpus, package_of);
+    p->col[COL_NODES] = id_list(&p->cpus, node_of);
+    p->col[COL_PRIVATE] = page_column("private", &p->pages->priv);
+    p->col[COL_SHARED] = page_column("shared", &p->pages->shared);
+    p->units = units_of(&p->cpus, scope, &covered);
+}
+
+static void print_table(const struct table *t)
+{
+    int width[N_COLS];
+    for (int c = 0; c < N_COLS; c++)
+        width[c] = (int)strlen(headers[c]);
+    for (size_t i = 0; i < t->n; i++)
+        for (int c = 0; c < N_COLS; c++)
+            if ((int)strlen(t->procs[i].col[c]) > width[c])
+                width[c] = (int)strlen(t->procs[i].col[c]);
+    for (int c = 0; c < N_COLS; c++)
+        printf("%-*s%s", c + 1 < N_COLS ? width[c] : 0, headers[c],
+               c + 1 < N_COLS ? " " : "\n");
+    for (size_t i = 0; i < t->n; i++)
+        for (int c = 0; c < N_COLS; c++)
+            printf("%-*s%s", c + 1 < N_COLS ? width[c] : 0,
+                   t->procs[i].col[c], c + 1 < N_COLS ? " " : "\n");
+}
+
+
+/* ---- output ---- */
+
+static void print_library(const struct library *lib)
+{
+    const char *sep = "";
+    if (lib->maps_error)
+        printf("library: cannot tell (%s)\n", strerror(lib->maps_error));
+    else
+        printf("library: %s\n", lib->path ? lib->path : "not loaded");
+    printf("settings: ");
+    for (int var = 0; var < N_VARS; var++)
+        if (lib->value[var]) {
+            printf("%s%s=%s", sep, var_names[var], shortened(lib->value[var]));
+            sep = " ";
+        }
+    if (lib->settings_from)
+        printf("%s(%s from the master's %s)\n", sep,
+               *sep ? "the others default; read" : "the defaults; none set",
+               strcmp(lib->settings_from, "environ") == 0
+                   ? "environment"
+                   : "copy of its environment in memory");
+    else
+        printf("the defaults, as far as status can tell (the master's "
+               "environment: %s%s)\n",
+               strerror(lib->settings_error),
+               lib->settings_error == EACCES ? "; run as root" : "");
+}
+
+/* "reason; reason; ..." */
+static void print_reasons(const struct verdict *v)
+{
+    for (size_t i = 0; i < v->n; i++)
+        printf("%s%s", i ? "; " : "", v->reason[i].text);
+}
+
+static void print_text(const struct table *t, const struct library *lib,
+                       const struct verdict *v)
+{
+    print_table(t);
+    print_library(lib);
+    printf("%s: ", level_name(v->level));
+    print_reasons(v);
+    putchar('\n');
+}
+
+/* The monitoring-plugin line: "MASTERAFF OK - reasons". */
+static void print_plugin_line(const struct verdict *v)
+{
+    static const char *const words[] = {"OK", "WARNING", "CRITICAL",
+                                        "UNKNOWN"};
+    printf("MASTERAFF %s - ", words[v->level]);
+    print_reasons(v);
+    putchar('\n');
+}
+
+/* ---- the command ---- */
+
+/* Digits only, 1 to INT_MAX. */
+static bool parse_pid(const char *s, pid_t *out)
+{
+    char *end;
+    long v;
+    if (*s < '0' || *s > '9')
+        return false;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (*end || errno || v < 1 || v > INT_MAX)
+        return false;
+    *out = (pid_t)v;
+    return true;
+}
+
+static pid_t pid_from_file(const char *path)
+{
+    char buf[64];
+    FILE *f = fopen(path, "re");
+    size_t n;
+    int err;
+    pid_t pid;
+
+    if (!f)
+        fail(EXIT_RUNTIME, "cannot read pid file %s: %s", shortened(path),
+             strerror(errno));
+    n = fread(buf, 1, sizeof buf - 1, f);
+    err = ferror(f) ? errno : 0;
+    fclose(f);
+    if (err)
+        fail(EXIT_RUNTIME, "cannot read pid file %s: %s", shortened(path),
+             strerror(err));
+    buf[n] = '\0';
+    buf[strcspn(buf, "\n")] = '\0';
+    if (!parse_pid(buf, &pid))
+        fail(EXIT_RUNTIME, "pid file %s does not hold a pid", shortened(path));
+    return pid;
+}
+
+/* A word of digits is a pid; anything else names a pid file. */
+static pid_t target_pid(const char *arg)
+{
+    pid_t pid;
+    if (strspn(arg, "0123456789") != strlen(arg))
+        return pid_from_file(arg);
+    if (!parse_pid(arg, &pid))
+        fail(EXIT_USAGE, "bad pid '%s' (accepted: 1 to %d)", shortened(arg),
+             INT_MAX);
+    return pid;
+}
+
+/* An nginx master by its title, one with worker children, or one the
+ * library is loaded in that has children (another pre-fork server). */
+static bool looks_like_master(const struct table *t, const struct library *lib)
+{
+    if (t->procs[0].titled && strcmp(t->procs[0].role, "master") == 0)
+        return true;
+    for (size_t i = 1; i < t->n; i++)
+        if (t->procs[i].worker)
+            return true;
+    return lib->path && t->n > 1;
+}
+
+/* Refuses what is not a master, pointing a worker's caller to its master. */
+static void refuse_non_master(const struct table *t, const struct library *lib)
+{
+    const struct proc *p = &t->procs[0];
+    struct proc parent = {0};
+    pid_t ppid;
+    if (looks_like_master(t, lib))
+        return;
+    ppid = parent_of(p->pid);
+    if (ppid > 0 && read_process(&parent, ppid) == 0 && parent.titled &&
+        strcmp(parent.role, "master") == 0)
+        fail(EXIT_RUNTIME,
+             "process %d is a %s process, not a master: its master is %d "
+             "(masteraff status %d)",
+             (int)p->pid, shortened(p->role), (int)ppid, (int)ppid);
+    fail(EXIT_RUNTIME,
+         "process %d (%s) is not a master: no worker process among its "
+         "children",
+         (int)p->pid, shortened(p->role));
+}
+
+/* --sysfs, else the caller's $MASTERAFF_SYSFS, else the master's. */
+static const char *choose_sysfs(const char *option, const struct library *lib)
+{
+    const char *caller = getenv("MASTERAFF_SYSFS");
+    if (option)
+        return option;
+    if (caller && *caller)
+        return caller;
+    return setting(lib, VAR_SYSFS);
+}
+
+static enum ma_scope master_scope(const struct library *lib)
+{
+    enum ma_scope scope;
+    return ma_scope_parse(setting(lib, VAR_SCOPE), &scope) == 0
+               ? scope
+               : MA_SCOPE_PACKAGE;
+}
+
+static const struct option status_options[] = {
+    {"sysfs", required_argument, NULL, OPT_SYSFS},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"check", no_argument, NULL, OPT_CHECK},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+struct status_settings {
+    const char *sysfs, *target;
+    bool json, check;
+};
+
+static void parse_status_options(int argc, char **argv,
+                                 struct status_settings *s)
+{
+    int c;
+    while ((c = getopt_long(argc, argv, "hV", status_options, NULL)) != -1)
+        switch (c) {
+        case OPT_SYSFS:
+            s->sysfs = optarg;
+            break;
+        case OPT_JSON:
+            s->json = true;
+            break;
+        case OPT_CHECK:
+            s->check = plugin_mode = true;
+            break;
+        default:
+            common_option(c);
+        }
+    if (argc - optind > 1)
+        fail(EXIT_USAGE, "unexpected argument '%s'",
+             shortened(argv[optind + 1]));
+    s->target = optind < argc ? argv[optind] : DEFAULT_PIDFILE;
+}
+
+int status_command(int argc, char **argv)
+{
+    static struct table t;
+    static struct library lib;
+    static struct verdict v;
+    struct status_settings s = {0};
+    enum ma_scope scope;
+    cpu_set_t online, original;
+    pid_t pid;
+
+    parse_status_options(argc, argv, &s);
+    pid = target_pid(s.target);
+    add_master(&t, pid);
+    read_library(pid, &lib);
+    add_children(&t, pid);
+    refuse_non_master(&t, &lib);
+
+    sysfs_root = choose_sysfs(s.sysfs, &lib);
+    online_cpus(&online);
+    scope = master_scope(&lib);
+    for (size_t i = 0; i < t.n; i++)
+        fill_columns(&t.procs[i], scope);
+    original_mask(&t, &original);
+    mark_pinned(&t, &original);
+    judge(&t, &lib, scope, &original, &v);
+
+    if (s.json)
+        print_json(&t, &lib, ma_scope_name(scope), &v);
+    else if (s.check)
+        print_plugin_line(&v);
+    else
+        print_text(&t, &lib, &v);
+    return s.check ? (int)v.level : 0;
+}

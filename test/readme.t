@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The README's install and usage lines against what is really installed:
+# make install into a staging directory (PREFIX /usr/local, and /usr as
+# debian/rules builds the package), debian/masteraff.install, the name
+# make deb gives the package, and the arm64 paths.
+. "$(dirname "$0")/lib.sh"
+
+README=$SRCDIR/README.md
+MULTIARCH=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
+ARCH=$(dpkg --print-architecture 2>/dev/null) || skip_all "no dpkg"
+[ -n "$MULTIARCH" ] || skip_all "no multiarch tuple"
+
+# The README's indented (code) lines, and its first screen: up to "## Why".
+code() { grep '^    ' "$README"; }
+first_screen() { sed '/^## /q' "$README"; }
+
+# ---- make install, PREFIX /usr/local ----
+
+make -s -C "$SRCDIR" install DESTDIR="$T/local" >/dev/null 2>&1
+ok $? "make install DESTDIR=... works"
+locallib=/usr/local/lib/$MULTIARCH/libmasteraff.so
+[ -f "$T/local$locallib" ]
+ok $? "make install puts the library at $locallib"
+code | grep -qF "LD_PRELOAD=$locallib nginx"
+ok $? "the README's LD_PRELOAD line for make install names $locallib"
+[ -x "$T/local/usr/local/bin/masteraff" ] && code | grep -qF "/usr/local/bin/masteraff"
+ok $? "the README names /usr/local/bin/masteraff, where make install puts it"
+[ -f "$T/local/usr/local/share/bash-completion/completions/masteraff" ]
+ok $? "make install installs the bash completion"
+
+# ---- the package: make install PREFIX=/usr as debian/rules runs it ----
+
+make -s -C "$SRCDIR" install PREFIX=/usr DESTDIR="$T/pkg" >/dev/null 2>&1
+missing=
+while read -r f; do
+    f=${f//\$\{DEB_HOST_MULTIARCH\}/$MULTIARCH}
+    [ -e "$T/pkg/$f" ] || missing="$missing $f"
+done <"$SRCDIR/debian/masteraff.install"
+is "$missing" "" "every file debian/masteraff.install names is installed (dh_install would fail)"
+pkglib=/usr/lib/$MULTIARCH/libmasteraff.so
+grep -qx "usr/lib/\${DEB_HOST_MULTIARCH}/libmasteraff.so" "$SRCDIR/debian/masteraff.install" &&
+    code | grep -qF "LD_PRELOAD=$pkglib nginx"
+ok $? "the README's LD_PRELOAD line for the package names $pkglib"
+grep -qx "usr/share/bash-completion/completions/masteraff" "$SRCDIR/debian/masteraff.install"
+ok $? "the package installs the bash completion"
+
+# ---- make deb and dpkg -i ----
+
+version=$(sed -n '1s/^masteraff (\([^)]*\)).*/\1/p' "$SRCDIR/debian/changelog")
+deb=../masteraff_${version}_$ARCH.deb
+grep -q '^deb:' "$SRCDIR/Makefile" && grep -A8 '^deb:' "$SRCDIR/Makefile" | grep -q 'dpkg-buildpackage .*-b'
+ok $? "make deb runs dpkg-buildpackage, which writes the package to the parent directory"
+code | grep -qE "^ +dpkg -i $deb( |$)"
+ok $? "the README's dpkg -i line names $deb"
+grep -qF "masteraff_${version}_arm64.deb" "$README" &&
+    grep -qF "/usr/lib/aarch64-linux-gnu/libmasteraff.so" "$README"
+ok $? "the README gives the arm64 package and library paths"
+
+# ---- paths: none that is not one of the above ----
+
+stray=$(grep -oE '/usr(/local)?/lib/[a-z0-9_-]+/libmasteraff\.so' "$README" | sort -u |
+    grep -vxF -e "$pkglib" -e "$locallib" -e /usr/lib/aarch64-linux-gnu/libmasteraff.so \
+        -e /usr/local/lib/aarch64-linux-gnu/libmasteraff.so)
+is "$stray" "" "every library path in the README is one an install really uses"
+
+# ---- the first screen ----
+
+first_screen | grep -q worker_cpu_affinity
+ok $? "the first screen says that the library follows worker_cpu_affinity"
+update=$(grep -n 'apt-get update' "$README" | head -1 | cut -d: -f1)
+install=$(grep -n 'apt-get install' "$README" | head -1 | cut -d: -f1)
+[ -n "$update" ] && [ -n "$install" ] && [ "$update" -le "$install" ]
+ok $? "apt-get update comes no later than the first apt-get install"
+for target in demo deps check install deb; do
+    first_screen | grep -qE "^ +make $target( |$)" &&
+        make -n -C "$SRCDIR" "$target" >/dev/null 2>&1
+    ok $? "the first screen's make $target is a target of the Makefile"
+done
+
+done_testing
