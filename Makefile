@@ -54,6 +54,17 @@ test/blockinit.so: test/blockinit.c
 test/asan_%: test/t_%.c affinity.c affinity.h test/tap.h
 	$(CC) $(TEST_CFLAGS) -fsanitize=address,undefined -fno-sanitize-recover=all -o $@ $< affinity.c
 
+# The library and the command cross-built for arm64 in build-arm64/, from a
+# copy of the sources so that the native build is left alone (CI and
+# test/vm-arm64.t).
+ARM64_CC = aarch64-linux-gnu-gcc
+ARM64_SRC = Makefile $(sort $(LIB_SRC) $(CMD_SRC) $(LIB_HDR) $(CMD_HDR))
+arm64:
+	mkdir -p build-arm64
+	cp -p $(ARM64_SRC) build-arm64/
+	$(MAKE) -C build-arm64 CC=$(ARM64_CC) \
+		DEB_HOST_MULTIARCH=aarch64-linux-gnu PREFIX=$(PREFIX) $(LIB) $(CMD)
+
 # What the tests need on Debian 12 (CI runs this as root).
 TEST_DEPS = build-essential clang nginx-light curl procps psmisc numactl \
 	libnuma1 valgrind qemu-system-x86 busybox-static cpio xz-utils groff-base \
@@ -99,5 +110,6 @@ deb:
 
 clean:
 	rm -f $(LIB) $(CMD) $(UNIT_TESTS) $(ASAN_TESTS) $(TEST_HELPERS)
+	rm -rf build-arm64
 
-.PHONY: all deps man-check check install demo fuzz deb clean
+.PHONY: all deps man-check check install demo fuzz deb clean arm64

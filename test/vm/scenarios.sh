@@ -26,6 +26,19 @@ epyc-nps4)
     far_package=4-7 near_package=0-3 far_numa=4-7 far_llc=4-7 far_die=4-7
     near_numa=0-3
     ;;
+arm64-kunpeng)
+    # The LLC is the L1 here (see smoke.sh), dies are absent (the die
+    # scope falls back to the package).
+    far=6 near=1 far_node=3 all=0-7
+    far_package=4-7 near_package=0-3 far_numa=6-7 far_llc=6 far_die=4-7
+    near_numa=0-1 far_cluster=6-7
+    ;;
+arm64-kunpeng-acpi)
+    # One node (see smoke.sh); the LLC is one L2 over every CPU.
+    far=6 near=1 far_node=0 all=0-7
+    far_package=4-7 near_package=0-3 far_numa=0-7 far_llc=0-7 far_die=4-7
+    near_numa=0-7 far_cluster=6-7
+    ;;
 1s)
     far=3 near=1 far_node=0 all=0-3
     far_package=0-3 near_package=0-3 far_numa=0-3 far_llc=0-3 far_die=0-3
@@ -117,6 +130,13 @@ wait_for "[ \"\$(cpus_of $m)\" = $want ]"
 is "$(cpus_of "$m")" "$want" "worker 0 on CPU $far: master on its $scope ($want)"
 if [ "$want" = "$all" ]; then
     is "$(masteraff_lines)" 0 "one package: the master is not moved, no line"
+elif [ "$nnodes" -eq 1 ]; then
+    wait_for 'grep -q "masteraff: master" /tmp/error.log'
+    grep 'masteraff:' /tmp/error.log | sed 's/^/# /'
+    # The unit is named by the kernel's id: a PPTT offset under ACPI.
+    id=$(cat /sys/devices/system/cpu/cpu$far/topology/physical_package_id)
+    is "$(grep -c "masteraff: master $m -> CPUs $want (package $id)," /tmp/error.log)" \
+        1 "one node: the log line names package $id"
 else
     wait_for 'grep -q "masteraff: master .* moved" /tmp/error.log'
     grep 'masteraff:' /tmp/error.log | sed 's/^/# /'
@@ -160,7 +180,8 @@ is "$(cpus_of "$m")" "$all" "reload without affinity: master back to all CPUs"
 stop
 
 # 5. the other scopes
-for s in "node $far_numa" "llc $far_llc" "die $far_die" "worker $far"; do
+for s in "node $far_numa" "llc $far_llc" "die $far_die" "worker $far" \
+    ${far_cluster:+"cluster $far_cluster"}; do
     set -- $s
     conf "$(mask $far) $(mask $near)"
     start MASTERAFF_SCOPE="$1"
