@@ -65,12 +65,20 @@ arm64:
 	$(MAKE) -C build-arm64 CC=$(ARM64_CC) \
 		DEB_HOST_MULTIARCH=aarch64-linux-gnu PREFIX=$(PREFIX) $(LIB) $(CMD)
 
-# What the tests need on Debian 12 (CI runs this as root).
+# What the tests need on Debian 12 (CI runs this as root). The arm64 ones:
+# the cross compiler, libc6-dev:arm64 for dpkg-buildpackage -a arm64
+# (dpkg-shlibdeps reads libc6:arm64's symbols), qemu for the arm64 guests
+# and UEFI firmware for their ACPI boot. The guests' own arm64 packages
+# are downloaded by test/vm/prepare, never installed. wrk for
+# scripts/crosschip in the guests.
 TEST_DEPS = build-essential clang nginx-light curl procps psmisc numactl \
 	libnuma1 valgrind qemu-system-x86 busybox-static cpio xz-utils groff-base \
-	debhelper lintian uwsgi-core libclang-rt-14-dev
+	debhelper lintian uwsgi-core libclang-rt-14-dev wrk \
+	crossbuild-essential-arm64 libc6-dev:arm64 qemu-system-arm \
+	qemu-efi-aarch64
 
 deps:
+	dpkg --add-architecture arm64
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(TEST_DEPS)
 
