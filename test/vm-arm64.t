@@ -25,7 +25,8 @@ trap 'rm -rf "$work"' EXIT
 make -s -C "$here/.." arm64 >&2
 build=$here/../build-arm64
 export VM_ARCH=arm64 MASTERAFF_LIB=$build/libmasteraff.so
-export VM_EXTRA="$vm/smoke.sh:/smoke.sh $build/masteraff:/usr/bin/masteraff"
+export VM_EXTRA="$vm/smoke.sh:/smoke.sh $build/masteraff:/usr/bin/masteraff
+    $here/../scripts/crosschip:/usr/bin/crosschip"
 "$vm/prepare"
 
 . "$vm/relay.sh"

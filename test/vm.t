@@ -18,7 +18,8 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 make -s -C "$here/.." libmasteraff.so masteraff
-export VM_EXTRA="$vm/smoke.sh:/smoke.sh $here/../masteraff:/usr/bin/masteraff"
+export VM_EXTRA="$vm/smoke.sh:/smoke.sh $here/../masteraff:/usr/bin/masteraff
+    $here/../scripts/crosschip:/usr/bin/crosschip"
 "$vm/prepare"
 
 . "$vm/relay.sh"
