@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154 # vm and work come from the test
 # Sourced by test/vm.t and test/vm-arm64.t (bash): relay TOPOLOGY...
 # boots each topology with test/vm/run on test/vm/scenarios.sh (after
 # test/vm/smoke.sh's checks of the VM itself), relays the TAP renumbered and
