@@ -71,12 +71,31 @@ test/asan_nginxconf: test/t_nginxconf.c nginxconf.c nginxconf.h affinity.c \
 		affinity.h test/tap.h
 	$(CC) $(TEST_CFLAGS) -fsanitize=address,undefined -fno-sanitize-recover=all -o $@ $< nginxconf.c affinity.c
 
-# What the tests need on Debian 12 (CI runs this as root).
+# The library and the command cross-built for arm64 in build-arm64/, from a
+# copy of the sources so that the native build is left alone (CI and
+# test/vm-arm64.t).
+ARM64_CC = aarch64-linux-gnu-gcc
+ARM64_SRC = Makefile $(sort $(LIB_SRC) $(CMD_SRC) $(LIB_HDR) $(CMD_HDR))
+arm64:
+	mkdir -p build-arm64
+	cp -p $(ARM64_SRC) build-arm64/
+	$(MAKE) -C build-arm64 CC=$(ARM64_CC) \
+		DEB_HOST_MULTIARCH=aarch64-linux-gnu PREFIX=$(PREFIX) $(LIB) $(CMD)
+
+# What the tests need on Debian 12 (CI runs this as root). The arm64 ones:
+# the cross compiler, libc6-dev:arm64 for dpkg-buildpackage -a arm64
+# (dpkg-shlibdeps reads libc6:arm64's symbols), qemu for the arm64 guests
+# and UEFI firmware for their ACPI boot. The guests' own arm64 packages
+# are downloaded by test/vm/prepare, never installed. wrk for
+# scripts/crosschip in the guests.
 TEST_DEPS = build-essential clang nginx-light curl procps psmisc numactl \
 	libnuma1 valgrind qemu-system-x86 busybox-static cpio xz-utils groff-base \
-	debhelper lintian uwsgi-core libclang-rt-14-dev bash-completion python3
+	debhelper lintian uwsgi-core libclang-rt-14-dev bash-completion python3 \
+	wrk crossbuild-essential-arm64 libc6-dev:arm64 qemu-system-arm \
+	qemu-efi-aarch64
 
 deps:
+	dpkg --add-architecture arm64
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(TEST_DEPS)
 
@@ -126,5 +145,6 @@ deb:
 
 clean:
 	rm -f $(LIB) $(CMD) $(UNIT_TESTS) $(ASAN_TESTS) $(TEST_HELPERS)
+	rm -rf build-arm64
 
-.PHONY: all deps man-check check install demo fuzz deb clean
+.PHONY: all deps man-check check install demo fuzz deb clean arm64

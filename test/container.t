@@ -104,11 +104,13 @@ is "$problems" "" "the Dockerfile's syntax is sound (instructions, stages, COPY 
 sed -e 's/^COPY --from=build/COPY --from=builder/' -e 's/^ENV MASTERAFF_LOG=notice/ENVV MASTERAFF_LOG=notice/' \
     "$DOCKERFILE" >"$T/Dockerfile.broken"
 printf 'RUN make \\\n' >>"$T/Dockerfile.broken"
-is "$(dockerfile_lint "$T/Dockerfile.broken" | wc -l | tr -d ' ')" 4 \
-    "the lint finds the 4 faults of a broken copy (2 COPY --from, ENVV, a dangling continuation)"
+is "$(dockerfile_lint "$T/Dockerfile.broken" | wc -l | tr -d ' ')" 3 \
+    "the lint finds the 3 faults of a broken copy (COPY --from, ENVV, a dangling continuation)"
 
-# Global ARG defaults, for the FROM lines that use them.
-declare -A args
+# Global ARG defaults, for the FROM lines that use them; TARGETARCH as
+# BuildKit sets it for this machine.
+arch=$(dpkg --print-architecture)
+declare -A args=([TARGETARCH]=$arch)
 while read -r name value; do args[$name]=$value; done < <(
     logical_lines "$DOCKERFILE" | awk 'toupper($1) == "FROM" {exit}
         toupper($1) == "ARG" && $2 ~ /=/ {i = index($2, "="); print substr($2, 1, i - 1), substr($2, i + 1)}')
@@ -121,7 +123,7 @@ expand() {
 # stage_lines NAME|last: the logical lines of one stage, FROM excluded.
 stage_lines() {
     logical_lines "$DOCKERFILE" | awk -v want="$1" '
-        toupper($1) == "FROM" { n++; name = (NF >= 4 ? tolower($4) : ""); next }
+        toupper($1) == "FROM" { n++; name = (toupper($(NF - 1)) == "AS" ? tolower($NF) : ""); next }
         n && (name == want) { print; next }
         n { last[n] = last[n] $0 "\n" }
         END { if (want == "last") printf "%s", last[n] }'
@@ -129,13 +131,24 @@ stage_lines() {
 
 froms=$(logical_lines "$DOCKERFILE" | awk 'toupper($1) == "FROM" {for (i = 2; i <= NF; i++) if ($i !~ /^--/) {print $i; break}}')
 build_image=$(expand "$(sed -n 1p <<<"$froms")")
-final_image=$(expand "$(tail -1 <<<"$froms")")
+# The last stage starts from the stage for TARGETARCH, image-ARCH.
+final_from=$(expand "$(tail -1 <<<"$froms")")
+is "$final_from" "image-$arch" "the image starts from the stage for TARGETARCH ($arch)"
+final_image=$(expand "$(logical_lines "$DOCKERFILE" |
+    awk -v s="$final_from" 'toupper($1) == "FROM" && tolower($NF) == s { print $2 }')")
 [[ $build_image == debian:bookworm* ]]
 ok $? "the build stage is Debian bookworm ($build_image)"
 [[ $final_image =~ ^nginx:.*bookworm$ ]]
 ok $? "the image is the official nginx image on bookworm ($final_image)"
 
-final=$(stage_lines last)
+# The preload path of each architecture's stage.
+for a in amd64 arm64; do
+    is "$(stage_lines "image-$a" | awk 'toupper($1) == "ENV" { sub(/^LD_PRELOAD=/, "", $2); print $2 }')" \
+        "/usr/lib/$(dpkg-architecture -a "$a" -qDEB_HOST_MULTIARCH 2>/dev/null)/libmasteraff.so" \
+        "the $a image preloads the library from its multiarch directory"
+done
+
+final=$(stage_lines "$final_from")$'\n'$(stage_lines last)
 # ENV of the final stage: NAME=VALUE, one a line.
 envs=$(awk 'toupper($1) == "ENV" {
         if ($2 !~ /=/) { print $2 "=" $3; next }
@@ -143,44 +156,61 @@ envs=$(awk 'toupper($1) == "ENV" {
 preload=$(sed -n 's/^LD_PRELOAD=//p' <<<"$envs")
 is "$preload" /usr/lib/x86_64-linux-gnu/libmasteraff.so "ENV LD_PRELOAD is the multiarch path"
 is "$(sed -n 's/^MASTERAFF_LOG=//p' <<<"$envs")" notice "ENV MASTERAFF_LOG=notice"
-read -r _ from src dest <<<"$(awk 'toupper($1) == "COPY" && $2 ~ /^--from=/ && $3 ~ /libmasteraff\.so$/' <<<"$final")"
-is "${from#--from=} $dest" "build $preload" "the library is copied from the build stage to where LD_PRELOAD points"
+# The build stage's out/ tree lands on /: the library must be where
+# LD_PRELOAD points in it.
+read -r _ from src dest <<<"$(awk 'toupper($1) == "COPY" && $2 ~ /^--from=/' <<<"$final")"
+is "${from#--from=} $dest" "build /" "the build stage's tree is copied onto the image's root"
 
 # ---- the build stage, run on the sources ----
 
-# Paths of the build stage live below $T/stage; the build context is the
-# repository. apt-get needs the network and installs what is here already.
+# run_stage DIR [TARGETARCH]: the build stage's WORKDIR, COPY and RUN with
+# its paths below DIR; the build context is the repository. apt-get needs
+# the network and installs what is here already.
+run_stage() {
+    local stage=$1 workdir=/ rc=0 ins rest words dst
+    mkdir -p "$stage"
+    while read -r ins rest; do
+        case ${ins^^} in
+        WORKDIR) workdir=$rest; mkdir -p "$stage$workdir" ;;
+        COPY)
+            read -ra words <<<"$rest"
+            dst=${words[-1]}
+            [[ $dst == /* ]] || dst=$workdir/$dst
+            mkdir -p "$stage$dst"
+            # Unquoted on purpose: the sources are globs, expanded in the context.
+            # shellcheck disable=SC2068
+            (cd "$SRCDIR" && cp -- ${words[@]:0:${#words[@]}-1} "$stage$dst/") || rc=1 ;;
+        RUN)
+            if [[ $rest == apt-get* ]]; then
+                diag "build stage: skipped (network): RUN ${rest:0:60}..."
+            else
+                (cd "$stage$workdir" && TARGETARCH=${2:-} sh -c "$rest") >"$T/stage.log" 2>&1 || {
+                    rc=1
+                    sed 's/^/#   /' "$T/stage.log"
+                }
+            fi ;;
+        esac
+    done < <(stage_lines build)
+    return $rc
+}
 stage=$T/stage
-workdir=/
-mkdir -p "$stage"
-build_ok=0
-while read -r ins rest; do
-    case ${ins^^} in
-    WORKDIR) workdir=$rest; mkdir -p "$stage$workdir" ;;
-    COPY)
-        read -ra words <<<"$rest"
-        dst=${words[-1]}
-        [[ $dst == /* ]] || dst=$workdir/$dst
-        mkdir -p "$stage$dst"
-        # Unquoted on purpose: the sources are globs, expanded in the context.
-        # shellcheck disable=SC2068
-        (cd "$SRCDIR" && cp -- ${words[@]:0:${#words[@]}-1} "$stage$dst/") ||
-            build_ok=1 ;;
-    RUN)
-        if [[ $rest == apt-get* ]]; then
-            diag "build stage: skipped (network): RUN ${rest:0:60}..."
-        else
-            (cd "$stage$workdir" && sh -c "$rest") >"$T/stage.log" 2>&1 || {
-                build_ok=1
-                sed 's/^/#   /' "$T/stage.log"
-            }
-        fi ;;
-    esac
-done < <(stage_lines build)
-ok $build_ok "the build stage's COPY and RUN work on the sources"
-built=$stage$src
+run_stage "$stage"
+ok $? "the build stage's COPY and RUN work on the sources"
+built=$stage${src%/}$preload
 [ -f "$built" ] && nm -D --defined-only "$built" | grep -qw sched_setaffinity
-ok $? "the build stage makes the library ($src)"
+ok $? "the build stage makes the library where LD_PRELOAD points (${src%/}$preload)"
+
+# The same stage for arm64 cross-compiles, when this machine can.
+if [ "$arch" != arm64 ] && command -v aarch64-linux-gnu-gcc >/dev/null; then
+    run_stage "$T/stage-arm64" arm64
+    ok $? "the build stage with TARGETARCH=arm64 cross-compiles"
+    lib64=$T/stage-arm64${src%/}/usr/lib/aarch64-linux-gnu/libmasteraff.so
+    is "$(LC_ALL=C readelf -h "$lib64" 2>/dev/null | awk '/Machine:/ { print $2 }')" AArch64 \
+        "... an arm64 library at /usr/lib/aarch64-linux-gnu/libmasteraff.so"
+else
+    echo "ok $((tap_n += 1)) # SKIP no aarch64-linux-gnu-gcc"
+    echo "ok $((tap_n += 1)) # SKIP no aarch64-linux-gnu-gcc"
+fi
 
 # ---- the container: nginx as PID 1 of a pid namespace ----
 

@@ -227,6 +227,41 @@ static void test_kunpeng920(void)
     node_is(r, s, 96, -1);
 }
 
+/* The same machine with a real Kunpeng's PPTT ids: packages 36 and 3420,
+ * cluster ids that are offsets too, repeating nowhere. Units are told
+ * apart by their CPUs, and named by the kernel's ids. */
+static void test_kunpeng920_pptt(void)
+{
+    const char *s = "kunpeng920-pptt", *r = tree(s);
+
+    unit_is(r, s, MA_SCOPE_PACKAGE, 30, MA_SCOPE_PACKAGE, 36, "0-47");
+    unit_is(r, s, MA_SCOPE_PACKAGE, 60, MA_SCOPE_PACKAGE, 3420, "48-95");
+    unit_is(r, s, MA_SCOPE_DIE, 60, MA_SCOPE_PACKAGE, 3420, "48-95");
+    unit_is(r, s, MA_SCOPE_NODE, 60, MA_SCOPE_NODE, 2, "48-71");
+    unit_is(r, s, MA_SCOPE_LLC, 60, MA_SCOPE_LLC, 48, "48-71");
+    unit_is(r, s, MA_SCOPE_CLUSTER, 30, MA_SCOPE_CLUSTER, 36 + 20 + 60 * 7,
+            "28-31");
+    unit_is(r, s, MA_SCOPE_CLUSTER, 95, MA_SCOPE_CLUSTER, 3420 + 20 + 60 * 11,
+            "92-95");
+    unit_is(r, s, MA_SCOPE_CORE, 60, MA_SCOPE_CORE, 60, "60");
+
+    expand_is(r, s, MA_SCOPE_PACKAGE, set_of(30, -1), "0-47", 1, "package 36");
+    expand_is(r, s, MA_SCOPE_PACKAGE, set_of(60, -1), "48-95", 1,
+              "package 3420");
+    expand_is(r, s, MA_SCOPE_DIE, set_of(60, -1), "48-95", 1, "package 3420");
+    expand_is(r, s, MA_SCOPE_NODE, set_of(60, -1), "48-71", 1, "node 2");
+    expand_is(r, s, MA_SCOPE_LLC, set_of(60, -1), "48-71", 1, NULL);
+    expand_is(r, s, MA_SCOPE_CLUSTER, set_of(60, -1), "60-63", 1, NULL);
+    expand_is(r, s, MA_SCOPE_WORKER, set_of(60, -1), "60", 1, NULL);
+    /* a leader across both packages: two units, both ids named */
+    expand_is(r, s, MA_SCOPE_PACKAGE, set_of(2, 60, -1), "0-95", 2,
+              "packages 36,3420");
+    expand_is(r, s, MA_SCOPE_CLUSTER, set_of(2, 60, -1), "0-3,60-63", 2, NULL);
+    /* several CPUs of one package, in different nodes: one unit */
+    expand_is(r, s, MA_SCOPE_PACKAGE, set_of(48, 72, 95, -1), "48-95", 1,
+              "package 3420");
+}
+
 static void test_intel2s(void)
 {
     const char *s = "intel2s", *r = tree(s);
@@ -799,6 +834,7 @@ int main(void)
     }
 
     test_kunpeng920();
+    test_kunpeng920_pptt();
     test_intel2s();
     test_epyc("epyc-nps1", false);
     test_epyc("epyc-nps4", true);
