@@ -17,7 +17,7 @@ LIB_CFLAGS = $(WARN) -fPIC -fvisibility=hidden -D_FORTIFY_SOURCE=2 $(CFLAGS)
 LDLIBS = -ldl -pthread
 
 LIB = libmasteraff.so
-LIB_SRC = shim.c config.c memory.c affinity.c nginxconf.c
+LIB_SRC = shim.c config.c memory.c affinity.c nginxconf.c early.c
 LIB_HDR = affinity.h internal.h nginxconf.h
 
 CMD = masteraff

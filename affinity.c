@@ -782,6 +782,14 @@ void ma_brood_died(struct ma_brood *b, struct ma_child *c, uint64_t now_ns)
     ma_brood_forget(b, c);
 }
 
+bool ma_brood_gen_pinned(const struct ma_brood *b, unsigned gen)
+{
+    for (size_t i = 0; i < b->n; i++)
+        if (b->kids[i].gen == gen && b->kids[i].pinned)
+            return true;
+    return false;
+}
+
 /* Whether a is a child to drop before b. */
 static bool less_needed(const struct ma_child *a, const struct ma_child *b)
 {

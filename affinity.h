@@ -237,6 +237,9 @@ void ma_brood_died(struct ma_brood *b, struct ma_child *c, uint64_t now_ns);
  * is no cue for a respawn. Removes it from the table. */
 void ma_brood_forget(struct ma_brood *b, struct ma_child *c);
 
+/* Whether a live child of generation gen has pinned itself. */
+bool ma_brood_gen_pinned(const struct ma_brood *b, unsigned gen);
+
 /* The child whose channel the leader choice can best do without, or NULL
  * when there is none: higher ranks before first children (a child leads
  * only once every lower rank is gone), and within each, the oldest

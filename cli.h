@@ -26,6 +26,7 @@ enum {
 enum {
     OPT_SCOPE = 256,
     OPT_NO_MIGRATE,
+    OPT_NO_EARLY,
     OPT_DRY_RUN,
     OPT_LOG,
     OPT_SYSFS,

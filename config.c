@@ -9,12 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 struct ma_config ma_cfg = {
     .scope = MA_SCOPE_PACKAGE,
     .migrate = true,
+    .early = true,
     .log_level = MA_LOG_NOTICE,
     .sysfs = "/sys",
 };
@@ -49,11 +51,44 @@ void ma_log(enum ma_log_level level, const char *fmt, ...)
     errno = e;
 }
 
+/* The first bad value's line, said again once the program has pointed
+ * stderr elsewhere: at load it is the terminal or the journal, and nginx
+ * points it at error.log before it forks its workers. */
+static struct {
+    char line[512];
+    dev_t dev;
+    ino_t ino;
+    bool said_again;
+} bad;
+
+/* A value is echoed whole only up to a point: it may be anything. */
+#define ECHOED 64
+
 static void bad_value(const char *var, const char *value, const char *accepted)
 {
-    ma_log(MA_LOG_ERROR,
-           "%s=\"%s\" is not valid (accepted: %s); libmasteraff stays inert",
-           var, value, accepted);
+    char line[sizeof bad.line];
+    struct stat st;
+    snprintf(line, sizeof line,
+             "%s=\"%.*s%s\" is not valid (accepted: %s); libmasteraff stays "
+             "inert",
+             var, ECHOED, value, strlen(value) > ECHOED ? "..." : "",
+             accepted);
+    ma_log(MA_LOG_ERROR, "%s", line);
+    if (bad.line[0] || fstat(STDERR_FILENO, &st) < 0)
+        return;
+    memcpy(bad.line, line, sizeof line);
+    bad.dev = st.st_dev;
+    bad.ino = st.st_ino;
+}
+
+void ma_config_say_again(void)
+{
+    struct stat st;
+    if (!bad.line[0] || bad.said_again || fstat(STDERR_FILENO, &st) < 0 ||
+        (st.st_dev == bad.dev && st.st_ino == bad.ino))
+        return;
+    bad.said_again = true;
+    ma_log(MA_LOG_ERROR, "%s", bad.line);
 }
 
 /* ---- the target programs ----
@@ -186,21 +221,46 @@ static const char *program_name(char *buf, size_t len)
     return file_name(buf);
 }
 
+/* With MASTERAFF_LOG=debug, why the library does nothing here. */
+static bool say_not_target(const char *why, const char *patterns)
+{
+    const char *level = variable("MASTERAFF_LOG");
+    if (!level || strcmp(level, "debug") != 0)
+        return false;
+    ma_cfg.log_level = MA_LOG_DEBUG;
+    ma_log(MA_LOG_DEBUG, "%s is not a target: %s%s%s%s", ma_cfg.exe, why,
+           patterns ? " (" : "", patterns ? patterns : "",
+           patterns ? ")" : "");
+    return false;
+}
+
+bool ma_config_nginx_family(void)
+{
+    return name_matches(DEFAULT_PROGRAMS, file_name(ma_cfg.exe));
+}
+
 bool ma_config_target(void)
 {
     const char *programs = variable("MASTERAFF_PROGRAMS");
+    const char *name = program_name(ma_cfg.exe, sizeof ma_cfg.exe);
     /* A set-user-ID program must not be steered by its caller's
-     * environment. */
+     * environment. An nginx says it again in its error.log. */
     if (programs && !patterns_valid(programs)) {
-        if (!getauxval(AT_SECURE))
-            bad_value("MASTERAFF_PROGRAMS", programs,
-                      "comma-separated shell patterns of executable file "
-                      "names, such as nginx*,uwsgi, or *");
+        if (getauxval(AT_SECURE))
+            return false;
+        bad_value("MASTERAFF_PROGRAMS", programs,
+                  "comma-separated shell patterns of executable file "
+                  "names, such as nginx*,uwsgi, or *");
+        ma_cfg.bad = name_matches(DEFAULT_PROGRAMS, name);
         return false;
     }
-    return name_matches(programs ? programs : DEFAULT_PROGRAMS,
-                        program_name(ma_cfg.exe, sizeof ma_cfg.exe)) &&
-           !getauxval(AT_SECURE);
+    if (!name_matches(programs ? programs : DEFAULT_PROGRAMS, name))
+        return say_not_target("its name does not match MASTERAFF_PROGRAMS",
+                              programs ? programs : DEFAULT_PROGRAMS);
+    if (getauxval(AT_SECURE))
+        return say_not_target("it runs set-user-ID or with capabilities "
+                              "gained at exec", NULL);
+    return true;
 }
 
 /* ---- the settings ---- */
@@ -220,6 +280,16 @@ static bool parse_migrate(const char *v)
         return true;
     }
     bad_value("MASTERAFF_MIGRATE", v, "on, off");
+    return false;
+}
+
+static bool parse_early(const char *v)
+{
+    if (strcmp(v, "on") == 0 || strcmp(v, "off") == 0) {
+        ma_cfg.early = strcmp(v, "on") == 0;
+        return true;
+    }
+    bad_value("MASTERAFF_EARLY", v, "on, off");
     return false;
 }
 
@@ -268,7 +338,7 @@ static void carry_environment(void)
     static const char *const names[] = {
         "LD_PRELOAD",        "MASTERAFF_SCOPE",   "MASTERAFF_MIGRATE",
         "MASTERAFF_PROGRAMS", "MASTERAFF_LOG",    "MASTERAFF_DRY_RUN",
-        "MASTERAFF_SYSFS"};
+        "MASTERAFF_SYSFS",   "MASTERAFF_EARLY"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         carry(names[i]);
 }
@@ -287,12 +357,15 @@ void ma_config_load(void)
     ok &= parse_var("MASTERAFF_MIGRATE", parse_migrate);
     ok &= parse_var("MASTERAFF_DRY_RUN", parse_dry_run);
     ok &= parse_var("MASTERAFF_SYSFS", parse_sysfs);
+    ok &= parse_var("MASTERAFF_EARLY", parse_early);
     ma_cfg.active = ok;
+    ma_cfg.bad = !ok;
     if (ok)
         carry_environment();
     if (ok)
-        ma_log(MA_LOG_DEBUG, "loaded in %s, scope %s, memory %s%s",
+        ma_log(MA_LOG_DEBUG, "loaded in %s, scope %s, memory %s, early "
+               "placement %s%s",
                ma_cfg.exe, ma_scope_name(ma_cfg.scope),
-               ma_cfg.migrate ? "on" : "off",
+               ma_cfg.migrate ? "on" : "off", ma_cfg.early ? "on" : "off",
                ma_cfg.dry_run ? ", dry run" : "");
 }

@@ -19,9 +19,11 @@ enum ma_log_level {
 /* The configuration, read once when the library loads. */
 struct ma_config {
     bool active; /* a target program, with every setting valid */
+    bool bad;    /* a target program with a bad setting: inert */
     enum ma_scope scope;
     bool migrate;
     bool dry_run;
+    bool early; /* place the master at start, from nginx's configuration */
     enum ma_log_level log_level;
     char sysfs[PATH_MAX];
     /* Kept across nginx's binary upgrade, which scrubs the environment:
@@ -41,9 +43,39 @@ bool ma_config_target(void);
  * whether they are all valid. */
 void ma_config_load(void);
 
+/* In an inert target, at each fork: says the first bad value's line again
+ * once stderr is another file than at load (nginx's error.log). */
+void ma_config_say_again(void);
+
+/* Whether the executable is of the nginx family (whatever
+ * MASTERAFF_PROGRAMS says): the programs whose configuration the library
+ * can read. */
+bool ma_config_nginx_family(void);
+
 /* One line on stderr, in the shape of nginx's error log. */
 void ma_log(enum ma_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* The master's place at start, decided before main() from the command
+ * line and the configuration nginx will read (early.c). */
+struct ma_early {
+    bool place;
+    cpu_set_t worker0; /* worker 0's CPUs, within the original mask */
+    cpu_set_t target;  /* their scope units, within the original mask */
+    int node;          /* node of worker 0's first CPU, or -1 */
+    char units[512];
+    char why[400];     /* why not; with place, where the mask is set */
+    unsigned n_files;  /* configuration files read, and their names */
+    char files[1024];
+};
+
+/* Fills *e for a program started as argv with the mask original. */
+void ma_early_decide(int argc, char **argv, const cpu_set_t *original,
+                     struct ma_early *e);
+
+/* At start, in the main thread: later allocations prefer node, unless the
+ * user chose a policy. Returns the log line's account of it. */
+const char *ma_memory_prefer_at_start(int node);
 
 /* Moves the master's memory to the node of the leader's first CPU, as the
  * configuration says, and returns the log line's account of it. */

@@ -19,6 +19,8 @@ const char usage_text[] =
     "                   package (default), die, node, llc, cluster, core,\n"
     "                   cpu, worker\n"
     "  --no-migrate     leave the master's memory where it is\n"
+    "  --no-early       do not place the master at start from nginx's\n"
+    "                   configuration; follow worker 0 when it pins\n"
     "  --dry-run        decide and log, change nothing\n"
     "  --log LEVEL      error, warn, notice (default), info, debug\n"
     "  --sysfs DIR      read the topology below DIR (absolute) instead of /sys\n"

@@ -399,3 +399,29 @@ void ma_memory_drop_policy(void)
     applied_node = -1;
     preferred_node = -1;
 }
+
+/* At start the main thread is the only one, and the one that touches
+ * what nginx allocates: it takes the preferred node itself. */
+const char *ma_memory_prefer_at_start(int node)
+{
+    static char text[128];
+    const unsigned long *mask;
+    if (!ma_cfg.migrate)
+        return "memory left alone (MASTERAFF_MIGRATE=off)";
+    if (node < 0)
+        return "no NUMA node found for worker 0's CPU";
+    if (user_policy(&mask) != MPOL_DEFAULT)
+        return "memory policy left as the user set it";
+    if (ma_cfg.dry_run) {
+        snprintf(text, sizeof text, "memory would prefer node %d", node);
+        return text;
+    }
+    if (set_policy(node) < 0) {
+        snprintf(text, sizeof text, "memory cannot prefer node %d (%s)", node,
+                 strerror(errno));
+        return text;
+    }
+    preferred_node = applied_node = node;
+    snprintf(text, sizeof text, "memory prefers node %d", node);
+    return text;
+}

@@ -100,9 +100,24 @@ static struct {
     cpu_set_t original;
     cpu_set_t placed;  /* the mask the master was last given */
     cpu_set_t handled; /* the leader mask last followed or refused */
+    enum {
+        START_NONE,
+        START_PLACED,    /* placed at start, worker 0 not seen yet */
+        START_CONFIRMED, /* and then worker 0 pinned */
+    } start;
 } self = {.report = NO_FD, .epoll = NO_FD, .wake = NO_FD};
 
 static struct ma_brood brood;
+
+/* The placement made at start, for nginx's daemon child, which carries on
+ * as the master, and for the line worker 0's pin confirms it in. */
+static struct {
+    pid_t pid; /* the process placed, or 0 */
+    cpu_set_t worker0, target;
+    int node;
+    char units[512];
+    uint64_t at_ns;
+} start;
 
 /* The units of the master's own CPUs, read when it starts listening, so
  * that following a worker reads no file. What could not be read then is
@@ -170,9 +185,17 @@ static void load(void)
         load_target();
 }
 
-__attribute__((constructor)) static void masteraff_init(void)
+static void place_at_start(int argc, char **argv);
+
+/* glibc calls a constructor with main's arguments: the command line that
+ * says which configuration nginx will read. */
+__attribute__((constructor)) static void masteraff_init(int argc, char **argv,
+                                                        char **envp)
 {
+    (void)envp;
     pthread_once(&load_once, load);
+    if (ma_cfg.active)
+        place_at_start(argc, argv);
 }
 
 /* The first interposed call may come before the constructor (from another
@@ -320,6 +343,31 @@ EXPORT int pthread_setaffinity_np(pthread_t thread, size_t size,
     return rc;
 }
 
+/* A master the library moved reads back the mask it started with: forks
+ * such as Tengine derive their "auto" worker masks from it, and must
+ * assign them as they would without the library. */
+static void original_mask_into(size_t size, cpu_set_t *mask)
+{
+    size_t n = size < sizeof self.original ? size : sizeof self.original;
+    memcpy(mask, &self.original, n);
+}
+
+EXPORT int sched_getaffinity(pid_t pid, size_t size, cpu_set_t *mask)
+{
+    sched_getaffinity_fn *next;
+    int rc;
+    ensure_loaded();
+    if (!(next = REAL(sched_getaffinity))) {
+        errno = ENOSYS;
+        return -1;
+    }
+    rc = next(pid, size, mask);
+    if (rc == 0 && ma_cfg.active && moved() && pins_itself(pid) &&
+        in_own_process())
+        original_mask_into(size, mask);
+    return rc;
+}
+
 /* ---- the master's side: placing itself ---- */
 
 /* Gives mask to the threads listed in one getdents64 buffer. */
@@ -385,16 +433,22 @@ static void time_since_pin(char *buf, size_t len)
                  (unsigned long long)((now - c->pinned_ns) / 1000));
 }
 
+/* How the line tells the master's move: "->" and "following", "stays
+ * on" and "already there for" or "placed there at start for". */
+struct move_words {
+    const char *verb, *relation;
+};
+
 static void log_followed(const cpu_set_t *target, const char *units,
-                         bool stays, const char *after, const char *memory)
+                         struct move_words w, const char *after,
+                         const char *memory)
 {
     char cpus[4096], lead[4096];
     ma_log(MA_LOG_NOTICE, "%smaster %d %s CPUs %s (%s), %s worker %d on CPU%s "
            "%s%s; %s",
-           ma_cfg.dry_run ? "dry run: " : "", getpid(),
-           stays ? "stays on" : "->", cpus_text(target, cpus, sizeof cpus),
-           units, stays ? "already there for" : "following", brood.lead_pid,
-           CPU_COUNT(&brood.lead_mask) > 1 ? "s" : "",
+           ma_cfg.dry_run ? "dry run: " : "", getpid(), w.verb,
+           cpus_text(target, cpus, sizeof cpus), units, w.relation,
+           brood.lead_pid, CPU_COUNT(&brood.lead_mask) > 1 ? "s" : "",
            cpus_text(&brood.lead_mask, lead, sizeof lead), after, memory);
 }
 
@@ -489,19 +543,175 @@ static void restore(void)
     log_restored();
 }
 
+/* " after 85us", or for the placement at start, since when it waited. */
+static void confirmation_time(char *buf, size_t len)
+{
+    snprintf(buf, len, ", confirmed %llums after the start",
+             (unsigned long long)((now_ns() - start.at_ns) / 1000000));
+}
+
+/* Worker 0 pinned elsewhere than the configuration said: say where the
+ * master had been placed, so that the surprise can be explained. */
+static void note_missed_start(char *buf, size_t len)
+{
+    char cpus[4096], lead[4096];
+    size_t used = strlen(buf);
+    snprintf(buf + used, len - used, ", not where it was placed at start "
+             "(CPUs %s, %s, for worker 0 on CPUs %s)",
+             cpus_text(&start.target, cpus, sizeof cpus), start.units,
+             cpus_text(&start.worker0, lead, sizeof lead));
+}
+
+static struct move_words words_for(bool stays)
+{
+    if (!stays)
+        return (struct move_words){"->", "following"};
+    if (self.start == START_PLACED)
+        return (struct move_words){"stays on", "placed there at start for"};
+    return (struct move_words){"stays on", "already there for"};
+}
+
 /* A leader on new CPUs is said even when the master is already on its
- * unit (a cpuset, or worker 0 moved to the other node of the package): its
- * memory may have to move all the same. */
+ * unit (placed there at start, a cpuset, or worker 0 moved to the other
+ * node of the package): its memory may have to move all the same. */
 static void follow(const cpu_set_t *target, const char *units)
 {
-    char after[64];
+    char after[9000];
     bool stays = CPU_EQUAL(target, &self.placed);
     if (!stays && place_master(target) < 0)
         return;
-    time_since_pin(after, sizeof after);
-    log_followed(target, units, stays, after,
+    if (stays && self.start == START_PLACED)
+        confirmation_time(after, sizeof after);
+    else
+        time_since_pin(after, sizeof after);
+    if (!stays && self.start == START_PLACED)
+        note_missed_start(after, sizeof after);
+    log_followed(target, units, words_for(stays), after,
                  ma_memory_follow(&brood.lead_mask));
+    if (self.start == START_PLACED)
+        self.start = START_CONFIRMED;
     plan_touch_up();
+}
+
+static void log_start_decision(const struct ma_early *e)
+{
+    char cpus[4096];
+    if (e->n_files)
+        ma_log(MA_LOG_DEBUG, "read %u configuration file%s: %s", e->n_files,
+               e->n_files > 1 ? "s" : "", e->files);
+    if (!e->place)
+        ma_log(MA_LOG_DEBUG, "no placement at start: %s", e->why);
+    else
+        ma_log(MA_LOG_DEBUG, "worker 0 will pin to CPUs %s (%s)",
+               cpus_text(&e->worker0, cpus, sizeof cpus), e->why);
+}
+
+/* Before main(): the master goes where worker 0 will be, so that nginx's
+ * first touch of its zones and sockets is there. The line that says so in
+ * error.log comes when worker 0 confirms it (stderr is still the terminal
+ * here). */
+static void place_at_start(int argc, char **argv)
+{
+    struct ma_early e;
+    cpu_set_t original;
+    char cpus[4096];
+
+    if (is_master() || REAL(sched_getaffinity)(0, sizeof original,
+                                               &original) < 0)
+        return;
+    ma_early_decide(argc, argv, &original, &e);
+    log_start_decision(&e);
+    if (!e.place)
+        return;
+    if (!ma_cfg.dry_run && place_all_threads(&e.target) < 0) {
+        ma_log(MA_LOG_DEBUG, "no placement at start: CPUs %s refused (%s)",
+               cpus_text(&e.target, cpus, sizeof cpus), strerror(errno));
+        place_all_threads(&original);
+        return;
+    }
+    self.original = original;
+    self.placed = e.target;
+    self.start = START_PLACED;
+    start.pid = getpid();
+    start.worker0 = e.worker0;
+    start.target = e.target;
+    start.node = e.node;
+    start.at_ns = now_ns();
+    snprintf(start.units, sizeof start.units, "%s", e.units);
+    ma_log(MA_LOG_DEBUG, "%smaster %d placed at start on CPUs %s (%s); %s",
+           ma_cfg.dry_run ? "dry run: " : "", getpid(),
+           cpus_text(&e.target, cpus, sizeof cpus), e.units,
+           ma_memory_prefer_at_start(e.node));
+}
+
+/* The leader's process as the log last named it: a death of worker 0, or
+ * a new leader on the same CPUs (a respawn), changes nothing but is said. */
+static pid_t said_pid;
+
+static void say_same_place(void)
+{
+    char cpus[4096], lead[4096];
+    if (brood.lead_pid == said_pid)
+        return;
+    cpus_text(&self.placed, cpus, sizeof cpus);
+    if (brood.lead_pid == 0)
+        ma_log(MA_LOG_INFO, "master %d stays on CPUs %s: worker %d, which it "
+               "follows, is gone; its place is held for a respawn",
+               getpid(), cpus, said_pid);
+    else
+        ma_log(MA_LOG_NOTICE, "master %d stays on CPUs %s: worker %d now "
+               "leads, on CPU%s %s as the worker before it", getpid(), cpus,
+               brood.lead_pid, CPU_COUNT(&brood.lead_mask) > 1 ? "s" : "",
+               cpus_text(&brood.lead_mask, lead, sizeof lead));
+    said_pid = brood.lead_pid;
+}
+
+/* Children that never pin (nginx without worker_cpu_affinity) leave the
+ * master nothing to follow: said once for each start or reload, a while
+ * after the fork that opened its generation. */
+#define PIN_WAIT_NS (3000 * 1000 * 1000ULL)
+static uint64_t pin_check_at;
+static unsigned pin_check_gen;
+
+static void plan_pin_check(const struct ma_place *place)
+{
+    if (place->rank != 0 || place->respawn)
+        return;
+    pin_check_at = now_ns() + PIN_WAIT_NS;
+    pin_check_gen = place->gen;
+    wake_listener();
+}
+
+/* Placed at start for a worker 0 that does not pin: back where the
+ * master started. */
+static void leave_start_placement(void)
+{
+    char cpus[4096], lead[4096];
+    self.start = START_CONFIRMED;
+    if (place_master(&self.original) < 0)
+        return;
+    ma_memory_restore();
+    ma_log(MA_LOG_NOTICE, "master %d -> CPUs %s (its original mask): none of "
+           "its children pinned itself within %llu s, though the "
+           "configuration said worker 0 would, on CPUs %s",
+           getpid(), cpus_text(&self.original, cpus, sizeof cpus),
+           PIN_WAIT_NS / 1000000000ULL,
+           cpus_text(&start.worker0, lead, sizeof lead));
+}
+
+static void check_pins_if_due(void)
+{
+    if (!pin_check_at || now_ns() < pin_check_at)
+        return;
+    pin_check_at = 0;
+    if (ma_brood_gen_pinned(&brood, pin_check_gen))
+        return;
+    if (self.start == START_PLACED)
+        return leave_start_placement();
+    ma_log(MA_LOG_NOTICE, "master %d: none of its children pinned itself "
+           "within %llu s of their fork; nothing to follow (worker 0 pins "
+           "itself only with worker_cpu_affinity)", getpid(),
+           PIN_WAIT_NS / 1000000000ULL);
 }
 
 /* Acts on the leader choice after any event. */
@@ -520,8 +730,9 @@ static void apply_decision(void)
         /* Most events (a death, a sibling's pin, a fork) leave the leader's
          * mask as it was: it was followed, or refused and said, already. */
         if (CPU_EQUAL(&brood.lead_mask, &self.handled))
-            return;
+            return say_same_place();
         self.handled = brood.lead_mask;
+        said_pid = brood.lead_pid;
         if (follow_target(&target, units, sizeof units) == 0)
             follow(&target, units);
         return;
@@ -614,6 +825,8 @@ static int listener_timeout(void)
     uint64_t now = now_ns(), due = brood.wait_until;
     if (touch_up_at && (!due || touch_up_at < due))
         due = touch_up_at;
+    if (pin_check_at && (!due || pin_check_at < due))
+        due = pin_check_at;
     if (!due)
         return -1;
     if (due <= now)
@@ -739,6 +952,7 @@ static void *listener(void *arg)
         if (n == 0)
             apply_decision();
         touch_up_if_due();
+        check_pins_if_due();
         timeout = listener_timeout();
         pthread_mutex_unlock(&lock);
     }
@@ -776,11 +990,14 @@ static bool become_master(void)
 {
     if (is_master() || self.gave_up)
         return is_master();
-    if (REAL(sched_getaffinity)(0, sizeof self.original, &self.original) < 0) {
+    if (self.start == START_NONE && REAL(sched_getaffinity)(
+                                        0, sizeof self.original,
+                                        &self.original) < 0) {
         give_up("cannot read its own affinity", errno);
         return false;
     }
-    self.placed = self.original;
+    if (self.start == START_NONE)
+        self.placed = self.original;
     CPU_ZERO(&self.handled);
     self.epoll = own(epoll_create1(EPOLL_CLOEXEC));
     if (self.epoll.fd < 0) {
@@ -914,6 +1131,8 @@ static void after_fork_in_parent(struct prefork *pf, pid_t pid)
     if (pid < 0 || pf->master_end.fd < 0 ||
         !listen_to(&pf->master_end, pid, pf->place))
         release(&pf->master_end);
+    else
+        plan_pin_check(&pf->place);
     plan_touch_up();
     start_listening();
 }
@@ -938,6 +1157,10 @@ static void after_fork_in_child(struct prefork *pf)
     self.gave_up = false;
     self.warned_channel = false;
     self.placed = self.original;
+    self.start = START_NONE;
+    said_pid = 0;
+    pin_check_at = 0;
+    touch_up_at = 0;
     /* Another thread of the parent may have been waiting for the lock:
      * nobody waits for it in this child. */
     forks_waiting = 0;
@@ -957,8 +1180,11 @@ EXPORT pid_t fork(void)
         errno = ENOSYS;
         return -1;
     }
-    if (!ma_cfg.active)
+    if (!ma_cfg.active) {
+        if (ma_cfg.bad)
+            ma_config_say_again();
         return next();
+    }
     /* Taken before the lock: the listener may hold it for a while (moving
      * memory), and that wait is no gap between two forks of a burst. */
     asked = now_ns();
@@ -980,6 +1206,22 @@ EXPORT pid_t fork(void)
 
 /* ---- daemons ---- */
 
+/* nginx's daemon fork: the child that detaches carries on as the master,
+ * in the place its parent was given at start (children start with the
+ * original mask, as they would without the library). */
+static void carry_on_as_master(void)
+{
+    if (!start.pid || self.parent != start.pid || is_master())
+        return;
+    if (!ma_cfg.dry_run &&
+        REAL(sched_setaffinity)(0, sizeof start.target, &start.target) < 0)
+        return;
+    self.placed = start.target;
+    self.start = START_PLACED;
+    start.pid = getpid();
+    ma_memory_prefer_at_start(start.node);
+}
+
 /* A child that makes itself a session leader is detaching from its parent
  * (nginx's daemon fork): it will not be a worker of that parent, and the
  * channel would only stay open for nothing. */
@@ -993,8 +1235,10 @@ EXPORT pid_t setsid(void)
         return -1;
     }
     rc = next();
-    if (rc >= 0 && in_own_process())
+    if (rc >= 0 && in_own_process()) {
         release(&self.report);
+        carry_on_as_master();
+    }
     return rc;
 }
 

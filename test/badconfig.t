@@ -30,7 +30,9 @@ bad() {
     run_nginx "$var=$val"
     sleep 0.3
     is "$(cpus_of "$m")" 0-1 "$var=\"$val\": master not moved"
-    is "$(grep -c masteraff "$T/error.log")" 0 "$var=\"$val\": the library logs nothing more"
+    is "$(grep -c masteraff "$T/error.log")" 1 "$var=\"$val\": error.log has the line too, once"
+    is "$(grep -c "masteraff: .*$var=\"$val\" is not valid" "$T/error.log")" 1 \
+        "$var=\"$val\": and it is that line"
     lines=$(wc -l <"$T/stderr")
     line=$(head -1 "$T/stderr")
     is "$lines" 1 "$var=\"$val\": one line on stderr"
@@ -58,6 +60,7 @@ bad MASTERAFF_PROGRAMS 'a/b' pattern
 bad MASTERAFF_LOG loud error warn notice info debug
 bad MASTERAFF_DRY_RUN 2 1
 bad MASTERAFF_SYSFS relative/path absolute
+bad MASTERAFF_EARLY maybe on off
 
 # ---- good values: the master moves ----
 
@@ -66,8 +69,8 @@ run_nginx MASTERAFF_SCOPE=package MASTERAFF_MIGRATE=off 'MASTERAFF_PROGRAMS=ngin
 wait_for "[ \"\$(cpus_of $m)\" = 1 ]"
 is "$(cpus_of "$m")" 1 "a good value for every variable: master follows worker 0 to CPU 1"
 is "$(cat "$T/stderr")" "" "a good value for every variable: nothing on stderr"
-grep -q "masteraff: master $m -> CPUs 1 (package 1), following worker $w0" "$T/error.log"
-ok $? "a good value for every variable: error.log has the line for the move"
+grep -q "masteraff: master $m stays on CPUs 1 (package 1), placed there at start for worker $w0" "$T/error.log"
+ok $? "a good value for every variable: error.log has the line for the placement at start"
 stop_nginx
 
 run_nginx MASTERAFF_SCOPE=worker MASTERAFF_LOG=debug
@@ -77,16 +80,16 @@ ok "$([ -s "$T/stderr" ]; echo $?)" "MASTERAFF_LOG=debug: debug lines on stderr"
 is "$(grep -vc '\[debug\] [0-9]*#[0-9]*: masteraff: ' "$T/stderr")" 0 \
     "MASTERAFF_LOG=debug: nothing else on stderr"
 grep -v '\[debug\] [0-9]*#[0-9]*: masteraff: ' "$T/stderr" | sed 's/^/#   stderr: /'
-grep -q "masteraff: master $m -> CPUs 1 (.*), following worker $w0" "$T/error.log"
-ok $? "MASTERAFF_SCOPE=worker: error.log has the line for the move"
+grep -q "masteraff: master $m stays on CPUs 1 (worker's CPUs), placed there at start for worker $w0" "$T/error.log"
+ok $? "MASTERAFF_SCOPE=worker: error.log has the line for the placement at start"
 stop_nginx
 
 # ---- a dry run: decide and log, change nothing ----
 
 run_nginx MASTERAFF_DRY_RUN=1
 wait_for 'grep -q "dry run:" "$T/error.log"'
-grep -q "masteraff: dry run: master $m -> CPUs 1 (package 1), following worker $w0" "$T/error.log"
-ok $? "MASTERAFF_DRY_RUN=1: error.log has a 'dry run:' line for the move"
+grep -q "masteraff: dry run: master $m stays on CPUs 1 (package 1), placed there at start for worker $w0" "$T/error.log"
+ok $? "MASTERAFF_DRY_RUN=1: error.log has a 'dry run:' line for the placement at start"
 sleep 0.3
 is "$(cpus_of "$m")" 0-1 "MASTERAFF_DRY_RUN=1: master not moved"
 is "$(cat "$T/stderr")" "" "MASTERAFF_DRY_RUN=1: nothing on stderr"

@@ -54,7 +54,7 @@ write_conf "10 01"
 start_nginx
 wait_pinned_workers
 wait_for "lib_lines | grep -q 'master $m stays on'"
-lib_lines | grep -q "\[notice\] .*masteraff: master $m stays on CPUs 0-1 (package 0), already there for worker $w0 on CPU 1.*; memory not moved to node 1 (node 1 does not exist)"
+lib_lines | grep -qE "\[notice\] .*masteraff: master $m stays on CPUs 0-1 \(package 0\), (already|placed) there (at start )?for worker $w0 on CPU 1.*; memory not moved to node 1 \(node 1 does not exist\)"
 ok $? "worker 0 on node 1: a line says the master stays on the package, and why its memory stays"
 old=$(workers)
 write_conf "01 10"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The master follows worker 0's package, on a real nginx and a fake sysfs
-# tree where CPU 0 and CPU 1 are two packages.
+# tree where CPU 0 and CPU 1 are two packages: following alone, without
+# the placement at start (test/early.t).
 . "$(dirname "$0")/lib.sh"
 PORT=18081
+export MASTERAFF_EARLY=off
 
 make_twopkg
 write_conf "10 01"
@@ -30,7 +32,9 @@ wait_for '[ "$(cpus_of $n0)" = 1 ]'
 sleep 0.3
 is "$(cpus_of "$n0")" 1 "respawned worker 0 pins to CPU 1"
 is "$(cpus_of "$m")" 1 "master stays on CPU 1 after worker 0 is killed and respawned"
-is "$(grep -c "masteraff: master $m ->" "$T/error.log")" 1 "and says nothing new"
+is "$(grep -c "masteraff: master $m ->" "$T/error.log")" 1 "and moves no more"
+grep -q "masteraff: master $m stays on CPUs 1: worker $n0 now leads, on CPU 1 as the worker before it" "$T/error.log"
+ok $? "one line says the respawned worker 0 leads, and the master stays"
 
 old="$(workers)"
 write_conf "01 10"

@@ -27,6 +27,11 @@
  *   touchup  (MASTERAFF_LOG=info) the master follows worker 0, then after
  *            0.6 s forks a child that never pins, then waits 0.6 s: the
  *            caller counts two "after its later forks" lines.
+ *   tengine  assigns worker CPUs as Tengine's "auto" does, from the
+ *            master's own affinity (sched_getaffinity), worker n on the
+ *            n-th allowed CPU counted from the last: two workers, then,
+ *            once the master followed worker 0, two more (a reload) from
+ *            a fresh read: both generations must get the same CPUs.
  */
 #define _GNU_SOURCE
 #include "helpers.h"
@@ -192,10 +197,13 @@ static int mode_forkrace(void)
     return failures != 0;
 }
 
+/* The kernel's word: the library shows a master it moved its original
+ * mask through sched_getaffinity. */
 static bool runs_on(int cpu)
 {
     cpu_set_t set;
-    return sched_getaffinity(0, sizeof set, &set) == 0 &&
+    CPU_ZERO(&set);
+    return syscall(SYS_sched_getaffinity, 0, sizeof set, &set) > 0 &&
            CPU_COUNT(&set) == 1 && CPU_ISSET(cpu, &set);
 }
 
@@ -370,6 +378,48 @@ static int mode_touchup(void)
     return failures != 0;
 }
 
+/* Tengine's auto: worker n on the n-th CPU of the master's affinity,
+ * counted from the last, read when the workers are forked. */
+static void auto_workers(pid_t w[2], int cpus[2])
+{
+    cpu_set_t set;
+    int allowed[CPU_SETSIZE], n = 0;
+    sched_getaffinity(0, sizeof set, &set);
+    for (int c = CPU_SETSIZE - 1; c >= 0; c--)
+        if (CPU_ISSET(c, &set))
+            allowed[n++] = c;
+    for (int i = 0; i < 2; i++) {
+        cpus[i] = allowed[i % n];
+        w[i] = fork();
+        if (w[i] == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            pin_to(cpus[i]);
+            pause();
+            _exit(0);
+        }
+    }
+}
+
+static int mode_tengine(void)
+{
+    pid_t first[2], second[2];
+    int cpus1[2], cpus2[2];
+    auto_workers(first, cpus1);
+    check(wait_until_on(cpus1[0]), "the master follows worker 0 to CPU %d",
+          cpus1[0]);
+    auto_workers(second, cpus2);
+    check(cpus1[0] == cpus2[0] && cpus1[1] == cpus2[1],
+          "a reload after the move assigns the same CPUs (%d %d, then %d %d)",
+          cpus1[0], cpus1[1], cpus2[0], cpus2[1]);
+    for (int i = 0; i < 2; i++) {
+        kill(first[i], SIGKILL);
+        kill(second[i], SIGKILL);
+    }
+    while (wait(NULL) > 0)
+        ;
+    return failures != 0;
+}
+
 static const struct {
     const char *name;
     int (*run)(void);
@@ -378,6 +428,7 @@ static const struct {
     {"follow", mode_follow},       {"vforkexec", mode_vforkexec},
     {"vforksetsid", mode_vforksetsid}, {"closefrom", mode_closefrom},
     {"policy", mode_policy},       {"touchup", mode_touchup},
+    {"tengine", mode_tengine},
 };
 
 int main(int argc, char **argv)
@@ -386,7 +437,7 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], modes[i].name) == 0)
             return modes[i].run();
     fprintf(stderr, "usage: robust unmap|forkrace|follow|vforkexec|"
-            "vforksetsid|closefrom|policy|touchup\n");
+            "vforksetsid|closefrom|policy|touchup|tengine\n");
     return 2;
 }
 

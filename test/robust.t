@@ -48,4 +48,7 @@ relay "touchup" robust touchup MASTERAFF_LOG=info
 is "$(err_lines | grep -c 'after its later forks')" 2 \
     "touchup: the pages move again after the follow, and after the later fork with no other event"
 
+# A master reads back the mask it started with, as without the library.
+relay "tengine" robust tengine
+
 done_testing

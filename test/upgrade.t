@@ -22,7 +22,7 @@ upgrade() { # upgrade DESCRIPTION: USR2, then check the new master
         ok 1 "$what: USR2 starts a new master"
         tail -n 5 "$T/error.log" "$T/stderr" | sed 's/^/# /'
     fi
-    wait_for "grep -q 'masteraff: master $new -> CPUs 1 (package 1)' $T/error.log"
+    wait_for "grep -qE 'masteraff: master $new (->|stays on) CPUs 1 \(package 1\)' $T/error.log"
     ok $? "$what: the new master follows its own worker 0 to CPU 1 (package 1 exists only in MASTERAFF_SYSFS's tree, so the settings came along)"
     is "$(cpus_of "$new")" 1 "$what: new master on CPU 1"
     # nginx writes its process title over environ: look at the mappings.

@@ -1,0 +1,103 @@
+/* libmasteraff: where the master goes at start.
+ *
+ * Before main(), in an nginx that will start a server, worker 0's CPUs
+ * are read from the configuration nginx is about to read (nginxconf.c),
+ * and the master's place is decided as following would decide it: the
+ * scope units holding those CPUs, within the master's original mask.
+ * shim.c then places the master at once, so that what nginx allocates
+ * next (shared zones, listening sockets, the configuration its workers
+ * inherit) is first touched on worker 0's chip. Any doubt: no placement,
+ * and the master follows worker 0 when it pins, as without this. */
+#define _GNU_SOURCE
+#include "internal.h"
+#include "nginxconf.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static void doubt(struct ma_early *e, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void doubt(struct ma_early *e, const char *fmt, ...)
+{
+    va_list ap;
+    e->place = false;
+    va_start(ap, fmt);
+    vsnprintf(e->why, sizeof e->why, fmt, ap);
+    va_end(ap);
+}
+
+static bool is_tengine(void)
+{
+    const char *name = strrchr(ma_cfg.exe, '/');
+    return strncmp(name ? name + 1 : ma_cfg.exe, "tengine", 7) == 0;
+}
+
+static const char *cpus_text(const cpu_set_t *set, char *buf, size_t len)
+{
+    ma_cpulist_format(set, buf, len);
+    return buf;
+}
+
+/* The scope units of worker 0's CPUs, as following would take them. */
+static void decide_target(const cpu_set_t *original, struct ma_early *e)
+{
+    struct ma_unit u[16];
+    size_t n;
+    char cpus[4096];
+
+    if (ma_scope_expand(ma_cfg.sysfs, ma_cfg.scope, NULL, &e->worker0,
+                        &e->target, u, 16, &n) < 0) {
+        doubt(e, "cannot read the %s of CPUs %s under %s: %s",
+              ma_scope_name(ma_cfg.scope),
+              cpus_text(&e->worker0, cpus, sizeof cpus), ma_cfg.sysfs,
+              strerror(errno));
+        return;
+    }
+    ma_units_describe(u, n, e->units, sizeof e->units);
+    CPU_AND(&e->target, &e->target, original);
+    e->node = ma_node_of_cpu(ma_cfg.sysfs, ma_cpuset_first(&e->worker0));
+    e->place = true;
+}
+
+static void decide_from_prediction(const struct ma_ngx_prediction *p,
+                                   const cpu_set_t *original,
+                                   struct ma_early *e)
+{
+    char cpus[4096], orig[4096];
+    if (!p->place)
+        return doubt(e, "%s", p->reason);
+    /* Tengine's auto reads the master's own affinity, not sysconf. */
+    if (p->automatic && is_tengine())
+        return doubt(e, "Tengine's worker_cpu_affinity auto follows the "
+                        "master's affinity");
+    CPU_AND(&e->worker0, &p->worker0, original);
+    if (CPU_COUNT(&e->worker0) == 0)
+        return doubt(e, "worker 0's CPUs %s are outside the master's CPUs %s",
+                     cpus_text(&p->worker0, cpus, sizeof cpus),
+                     cpus_text(original, orig, sizeof orig));
+    snprintf(e->why, sizeof e->why, "%s", p->reason);
+    decide_target(original, e);
+}
+
+void ma_early_decide(int argc, char **argv, const cpu_set_t *original,
+                     struct ma_early *e)
+{
+    struct ma_ngx_prediction p;
+    memset(e, 0, sizeof *e);
+    e->node = -1;
+    if (!ma_cfg.early)
+        return doubt(e, "MASTERAFF_EARLY=off");
+    if (!ma_config_nginx_family())
+        return doubt(e, "%s is not of the nginx family: no configuration "
+                        "to read", ma_cfg.exe);
+    if (argc < 1 || !argv)
+        return doubt(e, "no command line");
+    ma_ngx_predict(argc, argv, ma_cfg.exe, sysconf(_SC_NPROCESSORS_ONLN), &p);
+    e->n_files = p.n_files;
+    snprintf(e->files, sizeof e->files, "%s", p.files);
+    decide_from_prediction(&p, original, e);
+}
