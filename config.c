@@ -74,7 +74,7 @@ static void bad_value(const char *var, const char *value, const char *accepted)
              var, ECHOED, value, strlen(value) > ECHOED ? "..." : "",
              accepted);
     ma_log(MA_LOG_ERROR, "%s", line);
-    if (bad.line[0] || fstat(STDERR_FILENO, &st) < 0)
+    if (bad.line[0] || ma_fstat(STDERR_FILENO, &st) < 0)
         return;
     memcpy(bad.line, line, sizeof line);
     bad.dev = st.st_dev;
@@ -84,7 +84,7 @@ static void bad_value(const char *var, const char *value, const char *accepted)
 void ma_config_say_again(void)
 {
     struct stat st;
-    if (!bad.line[0] || bad.said_again || fstat(STDERR_FILENO, &st) < 0 ||
+    if (!bad.line[0] || bad.said_again || ma_fstat(STDERR_FILENO, &st) < 0 ||
         (st.st_dev == bad.dev && st.st_ino == bad.ino))
         return;
     bad.said_again = true;

@@ -91,9 +91,6 @@ void ma_early_decide(int argc, char **argv, const cpu_set_t *original,
     e->node = -1;
     if (!ma_cfg.early)
         return doubt(e, "MASTERAFF_EARLY=off");
-    if (!ma_config_nginx_family())
-        return doubt(e, "%s is not of the nginx family: no configuration "
-                        "to read", ma_cfg.exe);
     if (argc < 1 || !argv)
         return doubt(e, "no command line");
     ma_ngx_predict(argc, argv, ma_cfg.exe, sysconf(_SC_NPROCESSORS_ONLN), &p);

@@ -5,8 +5,25 @@
 
 #include "affinity.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* stat and fstat by the system call itself: glibc's carry a symbol
+ * version of their own (GLIBC_2.33), which every program the library is
+ * preloaded in would pay to check at load. */
+static inline int ma_stat(const char *path, struct stat *st)
+{
+    return (int)syscall(SYS_newfstatat, AT_FDCWD, path, st, 0);
+}
+
+static inline int ma_fstat(int fd, struct stat *st)
+{
+    return (int)syscall(SYS_newfstatat, fd, "", st, AT_EMPTY_PATH);
+}
 
 enum ma_log_level {
     MA_LOG_ERROR,
@@ -69,7 +86,8 @@ struct ma_early {
     char files[1024];
 };
 
-/* Fills *e for a program started as argv with the mask original. */
+/* Fills *e for an nginx-family program started as argv with the mask
+ * original. */
 void ma_early_decide(int argc, char **argv, const cpu_set_t *original,
                      struct ma_early *e);
 

@@ -179,7 +179,8 @@ static size_t map_in(void **pages, size_t n)
         size_t ask = n - done < IOV_MAX ? n - done : IOV_MAX;
         local.iov_base = sink + done;
         local.iov_len = ask;
-        got = process_vm_readv(getpid(), &local, 1, remote + done, ask, 0);
+        got = syscall(SYS_process_vm_readv, getpid(), &local, 1UL, remote + done,
+                      (unsigned long)ask, 0UL);
         if (got <= 0)
             return done;
         if ((size_t)got < ask)

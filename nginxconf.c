@@ -2,6 +2,7 @@
  * nginxconf.h). Each rule below mirrors a named function of nginx 1.22 and
  * later, which agree on all of it. */
 #define _GNU_SOURCE
+#include "internal.h"
 #include "nginxconf.h"
 
 #include <errno.h>
@@ -610,7 +611,7 @@ static char *load_file(struct ctx *c, const char *path, size_t *size)
     char *buf = NULL;
     int fd;
     /* Opening a device can act (a watchdog, a tape): look first. */
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (ma_stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
         fail(c, "\"%s\" is not a regular file", path);
         return NULL;
     }
@@ -619,7 +620,7 @@ static char *load_file(struct ctx *c, const char *path, size_t *size)
         fail(c, "open \"%s\": %s", path, strerror(errno));
         return NULL;
     }
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    if (ma_fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
         fail(c, "\"%s\" is not a regular file", path);
     else if (st.st_size > MA_NGX_MAX_FILE_BYTES)
         fail(c, "\"%s\" is over %ld bytes", path, MA_NGX_MAX_FILE_BYTES);
@@ -853,7 +854,7 @@ static bool compiled_paths(struct ctx *c, const char *exe, char *prefix,
     if (fd < 0)
         return fail(c, "the executable cannot be read for its compiled-in "
                        "paths");
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+    if (ma_fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
         st.st_size > MA_NGX_MAX_EXE_BYTES)
         fail(c, "%s: not a regular file within %ld bytes", exe,
              MA_NGX_MAX_EXE_BYTES);

@@ -169,6 +169,7 @@ static bool resolve_for_target(void)
 
 static void load_target(void)
 {
+    self.pid = getpid();
     if (!resolve_for_target()) {
         ma_log(MA_LOG_ERROR, "fork, sched_setaffinity or sched_getaffinity "
                "not found after libmasteraff; it stays inert");
@@ -179,7 +180,6 @@ static void load_target(void)
 
 static void load(void)
 {
-    self.pid = getpid();
     resolve_for_children();
     if (ma_config_target())
         load_target();
@@ -229,7 +229,7 @@ static struct owned_fd own(int fd)
 {
     struct owned_fd o = {.fd = fd};
     struct stat st;
-    if (fd >= 0 && fstat(fd, &st) == 0) {
+    if (fd >= 0 && ma_fstat(fd, &st) == 0) {
         o.dev = st.st_dev;
         o.ino = st.st_ino;
     }
@@ -240,7 +240,7 @@ static bool same_file(int fd, dev_t dev, ino_t ino)
 {
     struct stat st;
     int e = errno;
-    bool same = fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == dev &&
+    bool same = fd >= 0 && ma_fstat(fd, &st) == 0 && st.st_dev == dev &&
                 st.st_ino == ino;
     errno = e;
     return same;
@@ -607,7 +607,8 @@ static void log_start_decision(const struct ma_early *e)
 }
 
 /* Before main(): the master goes where worker 0 will be, so that nginx's
- * first touch of its zones and sockets is there. The line that says so in
+ * first touch of its zones and sockets is there. Other targets (uWSGI)
+ * have no configuration the library reads: they only follow. The line that says so in
  * error.log comes when worker 0 confirms it (stderr is still the terminal
  * here). */
 static void place_at_start(int argc, char **argv)
@@ -616,8 +617,8 @@ static void place_at_start(int argc, char **argv)
     cpu_set_t original;
     char cpus[4096];
 
-    if (is_master() || REAL(sched_getaffinity)(0, sizeof original,
-                                               &original) < 0)
+    if (is_master() || !ma_config_nginx_family() ||
+        REAL(sched_getaffinity)(0, sizeof original, &original) < 0)
         return;
     ma_early_decide(argc, argv, &original, &e);
     log_start_decision(&e);
@@ -1286,7 +1287,7 @@ static bool same_program(const char *path)
 {
     struct stat a, b;
     int e = errno;
-    bool same = path && stat(path, &a) == 0 && stat(ma_cfg.exe, &b) == 0 &&
+    bool same = path && ma_stat(path, &a) == 0 && ma_stat(ma_cfg.exe, &b) == 0 &&
                 a.st_dev == b.st_dev && a.st_ino == b.st_ino;
     errno = e;
     return same;

@@ -200,6 +200,7 @@ static bool setting_valid(int var, const char *value)
     case VAR_SCOPE:
         return ma_scope_parse(value, &scope) == 0;
     case VAR_MIGRATE:
+    case VAR_EARLY:
         return strcmp(value, "on") == 0 || strcmp(value, "off") == 0;
     case VAR_LOG:
         for (size_t i = 0; i < sizeof levels / sizeof *levels; i++)

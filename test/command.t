@@ -89,7 +89,7 @@ read -r w0 w1 <<<"$(workers)"
 cm=$(children_of "$m" "cache manager")
 wait_for '[ "$(cpus_of $m)" = 1 ]'
 is "$(cpus_of "$m")" 1 "the master follows worker 0 to CPU 1 (package 1)"
-grep -q "masteraff: master $m -> CPUs 1 (package 1), following worker $w0 on CPU 1" "$T/error.log"
+grep -q "masteraff: master $m stays on CPUs 1 (package 1), placed there at start for worker $w0 on CPU 1" "$T/error.log"
 ok $? "error.log has the library's line"
 
 # ---- status ----

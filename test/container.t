@@ -254,7 +254,7 @@ container() {
     if [ "$how" = with ]; then
         wait_for "[ \"\$(cpus_of $m)\" = 1 ]"
         is "$(cpus_of "$m")" 1 "with the library: the master (PID 1) follows worker 0 to CPU 1"
-        grep -Eq "\[notice\] 1#[0-9]+: masteraff: master 1 -> CPUs 1 \(package 1\), following worker $(nspid "$w0") on CPU 1 " "$T/error.log"
+        grep -Eq "\[notice\] 1#[0-9]+: masteraff: master 1 stays on CPUs 1 \(package 1\), placed there at start for worker $(nspid "$w0") on CPU 1," "$T/error.log"
         ok $? "with the library: the log line names PID 1 and worker 0 by their namespace pids" ||
             grep masteraff "$T/error.log" | sed 's/^/#   /'
         grep -q " $built\$" "/proc/$m/maps"

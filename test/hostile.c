@@ -35,6 +35,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -225,7 +226,10 @@ static const char *master_cpus(char *buf, size_t len)
         return buf;
     while ((de = readdir(d))) {
         pid_t tid = atoi(de->d_name);
-        if (tid <= 0 || sched_getaffinity(tid, sizeof m, &m) < 0)
+        /* The system call: the library shows a master it moved its
+         * original mask through sched_getaffinity. */
+        CPU_ZERO(&m);
+        if (tid <= 0 || syscall(SYS_sched_getaffinity, tid, sizeof m, &m) < 0)
             continue;
         if (n++ == 0)
             first = m;
