@@ -66,17 +66,15 @@ make_twopkg() {
     [ -d "$T/sys" ] || "$SRCDIR/test/mktree" twopkg "$T/sys"
 }
 
-# write_conf [AFFINITY] [EXTRA-MAIN-DIRECTIVES]: an nginx.conf in $T with two
-# workers, a cache (for a cache manager that never pins), stub_status.
-write_conf() {
-    local affinity=${1:-} extra=${2:-}
-    mkdir -p "$T/cache" "$T/tmp"
-    cat >"$T/nginx.conf" <<EOF
+# conf_text MAIN-LINES [HTTP-LINES]: an nginx.conf with two workers, the
+# main-context lines given (from line 2), and a server with stub_status
+# inside http.
+conf_text() {
+    cat <<EOF
 worker_processes 2;
-${affinity:+worker_cpu_affinity $affinity;}
+$1
 pid $T/nginx.pid;
 error_log $T/error.log notice;
-$extra
 events { worker_connections 128; }
 http {
     access_log off;
@@ -85,7 +83,7 @@ http {
     fastcgi_temp_path $T/tmp/fastcgi;
     uwsgi_temp_path $T/tmp/uwsgi;
     scgi_temp_path $T/tmp/scgi;
-    proxy_cache_path $T/cache keys_zone=cache:1m;
+    ${2:-}
     server {
         listen 127.0.0.1:${PORT:-18080};
         location / { return 200 "hello\n"; }
@@ -93,6 +91,15 @@ http {
     }
 }
 EOF
+}
+
+# write_conf [AFFINITY] [EXTRA-MAIN-DIRECTIVES]: an nginx.conf in $T with two
+# workers, a cache (for a cache manager that never pins), stub_status.
+write_conf() {
+    local affinity=${1:-} extra=${2:-}
+    mkdir -p "$T/cache" "$T/tmp"
+    conf_text "${affinity:+worker_cpu_affinity $affinity;}
+$extra" "proxy_cache_path $T/cache keys_zone=cache:1m;" >"$T/nginx.conf"
 }
 
 # Starts nginx with the library and MASTERAFF_* from the caller's

@@ -9,31 +9,10 @@ need_programs predict
 
 orig=$(cpus_of $$)
 
-# conf DIR MAIN-LINES [HTTP-LINES]: DIR/nginx.conf with two workers, the
-# main-context lines given, and a server inside http.
+# conf DIR MAIN-LINES [HTTP-LINES]: DIR/nginx.conf (lib.sh's conf_text).
 conf() {
-    local dir=$1 main=$2 http=${3:-}
-    mkdir -p "$dir" "$T/tmp"
-    cat >"$dir/nginx.conf" <<EOF
-worker_processes 2;
-pid $T/nginx.pid;
-error_log $T/error.log notice;
-$main
-events { worker_connections 128; }
-http {
-    access_log off;
-    client_body_temp_path $T/tmp/body;
-    proxy_temp_path $T/tmp/proxy;
-    fastcgi_temp_path $T/tmp/fastcgi;
-    uwsgi_temp_path $T/tmp/uwsgi;
-    scgi_temp_path $T/tmp/scgi;
-    $http
-    server {
-        listen 127.0.0.1:$PORT;
-        location / { return 200 "hello\n"; }
-    }
-}
-EOF
+    mkdir -p "$1" "$T/tmp"
+    conf_text "$2" "${3:-}" >"$1/nginx.conf"
 }
 
 # The prediction for nginx ARGS within the CPUs this test may use: a
