@@ -222,15 +222,14 @@ static const char *program_name(char *buf, size_t len)
 }
 
 /* With MASTERAFF_LOG=debug, why the library does nothing here. */
-static bool say_not_target(const char *why, const char *patterns)
+static bool say_not_target(const char *patterns)
 {
     const char *level = variable("MASTERAFF_LOG");
     if (!level || strcmp(level, "debug") != 0)
         return false;
     ma_cfg.log_level = MA_LOG_DEBUG;
-    ma_log(MA_LOG_DEBUG, "%s is not a target: %s%s%s%s", ma_cfg.exe, why,
-           patterns ? " (" : "", patterns ? patterns : "",
-           patterns ? ")" : "");
+    ma_log(MA_LOG_DEBUG, "%s is not a target: its name does not match "
+           "MASTERAFF_PROGRAMS (%s)", ma_cfg.exe, patterns);
     return false;
 }
 
@@ -255,12 +254,9 @@ bool ma_config_target(void)
         return false;
     }
     if (!name_matches(programs ? programs : DEFAULT_PROGRAMS, name))
-        return say_not_target("its name does not match MASTERAFF_PROGRAMS",
-                              programs ? programs : DEFAULT_PROGRAMS);
-    if (getauxval(AT_SECURE))
-        return say_not_target("it runs set-user-ID or with capabilities "
-                              "gained at exec", NULL);
-    return true;
+        return say_not_target(programs ? programs : DEFAULT_PROGRAMS);
+    /* Not even MASTERAFF_LOG is read there. */
+    return !getauxval(AT_SECURE);
 }
 
 /* ---- the settings ---- */

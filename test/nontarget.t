@@ -137,4 +137,10 @@ ok "$(grep -q 'loaded in /bin/bash,' <<<"$noproc"; echo $?)" "without /proc, bas
 ok "$(! grep -q 'nginx-script' <<<"$noproc"; echo $?)" "without /proc, a script named nginx-script does not make its bash a target"
 [ "$tap_failed" -eq 0 ] || diag "without /proc: $noproc"
 
+# Why the library does nothing, for the one who asks.
+out=$(env LD_PRELOAD="$LIB" MASTERAFF_LOG=debug /bin/true 2>&1)
+grep -q "\[debug\] .*masteraff: /usr/bin/true is not a target: its name does not match MASTERAFF_PROGRAMS (nginx\*,openresty\*,angie\*,freenginx\*,tengine\*)" <<<"$out"
+ok $? "MASTERAFF_LOG=debug: a non-target says why it is not one"
+is "$(env LD_PRELOAD="$LIB" /bin/true 2>&1)" "" "and says nothing without it"
+
 done_testing
