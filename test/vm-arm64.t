@@ -24,9 +24,11 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 make -s -C "$here/.." arm64 >&2
 build=$here/../build-arm64
+# nonuma (see test/vm.t), cross-built as the library is.
+aarch64-linux-gnu-gcc -O2 -Wall -Wextra -Werror -o "$work/nonuma" "$here/nonuma.c"
 export VM_ARCH=arm64 MASTERAFF_LIB=$build/libmasteraff.so
 export VM_EXTRA="$vm/smoke.sh:/smoke.sh $build/masteraff:/usr/bin/masteraff
-    $here/../scripts/crosschip:/usr/bin/crosschip"
+    $here/../scripts/crosschip:/usr/bin/crosschip $work/nonuma:/usr/bin/nonuma"
 "$vm/prepare"
 
 . "$vm/relay.sh"

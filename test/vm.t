@@ -18,8 +18,11 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 make -s -C "$here/.." libmasteraff.so masteraff
+# nonuma: the NUMA system calls refused as under Docker's default seccomp
+# profile (scenarios.sh's early placement).
+cc -O2 -Wall -Wextra -Werror -o "$work/nonuma" "$here/nonuma.c"
 export VM_EXTRA="$vm/smoke.sh:/smoke.sh $here/../masteraff:/usr/bin/masteraff
-    $here/../scripts/crosschip:/usr/bin/crosschip"
+    $here/../scripts/crosschip:/usr/bin/crosschip $work/nonuma:/usr/bin/nonuma"
 "$vm/prepare"
 
 . "$vm/relay.sh"

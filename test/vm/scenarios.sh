@@ -14,24 +14,25 @@ case $MA_TOPO in
 kunpeng)
     far=6 near=1 far_node=3 all=0-7
     far_package=4-7 near_package=0-3 far_numa=6-7 far_llc=6-7 far_die=4-7
-    near_numa=0-1
+    near_numa=0-1 wide="package 4-7 2 3"
     ;;
 epyc-nps4)
+    # One package: the unit beyond the node that leaves node 0 is the die.
     far=6 near=1 far_node=3 all=0-7
     far_package=0-7 near_package=0-7 far_numa=6-7 far_llc=4-7 far_die=4-7
-    near_numa=0-1
+    near_numa=0-1 wide="die 4-7 2 3"
     ;;
 2s)
     far=6 near=1 far_node=1 all=0-7
     far_package=4-7 near_package=0-3 far_numa=4-7 far_llc=4-7 far_die=4-7
-    near_numa=0-3
+    near_numa=0-3 wide="package 4-7 1"
     ;;
 arm64-kunpeng)
     # The LLC is the L1 here (see smoke.sh), dies are absent (the die
     # scope falls back to the package).
     far=6 near=1 far_node=3 all=0-7
     far_package=4-7 near_package=0-3 far_numa=6-7 far_llc=6 far_die=4-7
-    near_numa=0-1 far_cluster=6-7
+    near_numa=0-1 far_cluster=6-7 wide="package 4-7 2 3"
     ;;
 arm64-kunpeng-acpi)
     # One node (see smoke.sh); the LLC is one L2 over every CPU.
@@ -117,6 +118,23 @@ percent_on() { # percent_on KIND NODE PID
         print (t ? int(100 * c[n] / t) : 100) }'
 }
 
+# "PERCENT ON TOTAL": of a process's pages of KIND (as percent_on counts
+# them), how many are on the NODES (a list).
+pages_in() { # pages_in KIND "NODES" PID [STATUS-OUTPUT-FILE]
+    { if [ -n "${4:-}" ]; then cat "$4"; else masteraff status "$3"; fi; } | awk -v k="$1" -v nodes="$2" -v p="$3" '$1 == p {
+        split(nodes, ns, " ")
+        for (x in ns) want["node" ns[x]] = 1
+        for (i = 2; i <= NF; i++) {
+            if (index($i, k "=") != 1) continue
+            split(substr($i, length(k) + 2), parts, ",")
+            for (j in parts) {
+                split(parts[j], kv, ":"); t += kv[2]
+                if (kv[1] in want) on += kv[2]
+            }
+        }
+        printf "%d %d %d\n", (t ? int(100 * on / t) : 0), on, t }'
+}
+
 # 1. worker 0 in the last package; memory starts on node 0. With a single
 # package, the node scope shows the memory moving between nodes.
 conf "$(mask $far) $(mask $near)"
@@ -129,13 +147,15 @@ m=$(master)
 wait_for "[ \"\$(cpus_of $m)\" = $want ]"
 is "$(cpus_of "$m")" "$want" "worker 0 on CPU $far: master on its $scope ($want)"
 if [ "$want" = "$all" ]; then
+    grep 'masteraff:' /tmp/error.log | sed 's/^/# /'
     is "$(masteraff_lines)" 0 "one package: the master is not moved, no line"
 elif [ "$nnodes" -eq 1 ]; then
     wait_for 'grep -q "masteraff: master" /tmp/error.log'
     grep 'masteraff:' /tmp/error.log | sed 's/^/# /'
     # The unit is named by the kernel's id: a PPTT offset under ACPI.
     id=$(cat /sys/devices/system/cpu/cpu$far/topology/physical_package_id)
-    is "$(grep -c "masteraff: master $m -> CPUs $want (package $id)," /tmp/error.log)" \
+    # (placed there at start, or followed there)
+    is "$(grep -c "masteraff: master $m \(-> \|stays on \)CPUs $want (package $id)," /tmp/error.log)" \
         1 "one node: the log line names package $id"
 else
     wait_for 'grep -q "masteraff: master .* moved" /tmp/error.log'
@@ -269,6 +289,139 @@ if [ -x /usr/bin/crosschip ]; then
         is "$(ps -o args | grep -c '^[n]ginx\|^[w]rk')" 0 "crosschip leaves no nginx or wrk behind"
         is "$(ls -d /tmp/crosschip.* 2>/dev/null)" "" "crosschip leaves no directory behind"
     fi
+fi
+
+# 10. Early placement: nginx's shared zones, its configuration and its
+# listening sockets are first touched on worker 0's chip, with no page
+# moved and no privilege. nginx starts on CPU 0 (node 0) with every CPU
+# allowed, worker 0 pins itself to CPU $far (another node, another package
+# where there is one), and MASTERAFF_MIGRATE=off: where the pages are is
+# the CPU placement's doing alone. The same without CAP_SYS_NICE
+# (util-linux's setpriv drops it from the bounding set, so that root's
+# nginx has it in no set) and under nonuma's seccomp filter (the NUMA
+# system calls refused with EPERM, as in a Docker container under the
+# default profile). Then following only (MASTERAFF_EARLY=off), for
+# contrast: the master moves when worker 0 pins, after nginx has
+# allocated; its figures are the scheduler's and are shown, not checked.
+# Only where worker 0's node is not CPU 0's (the one-node guests have
+# nothing to show).
+#
+# How nginx starts on CPU 0 with every CPU allowed, every time: pinned to
+# CPU 0, it takes SCHED_RR with reset-on-fork (util-linux's chrt), widens
+# its mask to every CPU and execs nginx. A shell that merely widens its
+# mask and execs (scripts/crosschip) is not enough here: the kernel
+# balances a fair task at exec, and with the guest idle it moves it to the
+# idlest group, another node (seen: node 1). A real-time task is not
+# balanced at exec, nor by the fair load balancer, so what exec, the
+# dynamic loader and the library's constructor touch, and without early
+# placement nginx's zones and configuration, is on node 0. nginx's daemon
+# fork resets its master to SCHED_OTHER, and the workers are the master's
+# children: only the start runs real-time. (Where the master goes after the
+# daemon fork, with early placement off, is the scheduler's choice.)
+start_on0() { # start_on0 [VAR=VALUE...] [WRAPPER...]
+    rm -f /tmp/error.log
+    taskset -c 0 /usr/bin/chrt --rr --reset-on-fork 1 \
+        taskset -c "$all" env LD_PRELOAD=$LIB "$@" /usr/sbin/nginx -c /tmp/n.conf
+    wait_for '[ -s /run/nginx.pid ] && [ "$(workers | wc -w)" -eq 2 ]'
+}
+# "PERCENT ON TOTAL": of the pages of a process's anonymous private
+# mappings (heap, stack, anonymous mmaps: what nginx allocates), how many
+# are on the NODES. pages_in's "private" counts also the copies the dynamic
+# loader made of the libraries' pages when it relocated them, which happens
+# before any constructor, so before any placement.
+anon_in() { # anon_in "NODES" PID
+    awk -v nodes="$1" 'BEGIN { split(nodes, ns, " "); for (x in ns) want[ns[x]] = 1 }
+        / anon=/ && !/ file=/ {
+            for (i = 3; i <= NF; i++) {
+                if ($i !~ /^N[0-9]+=/) continue
+                split(substr($i, 2), kv, "="); t += kv[2]
+                if (kv[1] in want) on += kv[2]
+            }
+        }
+        END { printf "%d %d %d\n", (t ? int(100 * on / t) : 0), on, t }' "/proc/$2/numa_maps"
+}
+# Pages of the mappings matching PATTERN in numa_maps, per node.
+maps_nodes() { # maps_nodes PATTERN PID
+    awk -v pat="$1" '$0 ~ pat && / anon=/ {
+            for (i = 3; i <= NF; i++) if ($i ~ /^N[0-9]+=/) {
+                split(substr($i, 2), kv, "="); c[kv[1]] += kv[2] } }
+        END { for (n in c) printf "N%s=%d ", n, c[n] }' "/proc/$2/numa_maps"
+}
+# Prints the master's figures on NODES, where its stack, heap and copies
+# of the libraries' pages are, and its status and library lines, as
+# diagnostics.
+early_figures() { # early_figures LABEL "NODES" PID (masteraff status in /tmp/st)
+    f_sh=$(pages_in shared "$2" "$3" /tmp/st)
+    f_an=$(anon_in "$2" "$3")
+    f_pr=$(pages_in private "$2" "$3" /tmp/st)
+    echo "# $1: on node(s) $2: shared zones ${f_sh%% *}% ($(echo "$f_sh" | awk '{ print $2 "/" $3 }')), anonymous ${f_an%% *}% ($(echo "$f_an" | awk '{ print $2 "/" $3 }')), all private ${f_pr%% *}% ($(echo "$f_pr" | awk '{ print $2 "/" $3 }'))"
+    echo "#   stack: $(maps_nodes ' stack ' "$3")heap: $(maps_nodes ' heap ' "$3")libraries' copies: $(maps_nodes ' file=' "$3")"
+    awk -v p="$3" '$1 == p' /tmp/st | sed 's/^/#   status: /'
+    grep 'masteraff:' /tmp/error.log | sed 's/^.*masteraff: /#   line: /'
+}
+# Measured: 75-77% of the anonymous pages. The rest, on node 0: what the
+# library's own decision dirtied before it placed the master, about 10
+# pages of stack (PATH_MAX and cpulist buffers) and 8 of heap (the
+# configuration reader's buffers, freed but kept by malloc and reused by
+# nginx), and a few pages of exec and the dynamic loader. Giving the first
+# two back once placed (malloc_trim, MADV_DONTNEED below the frame) gave
+# 89% in a trial; until the library does, the check is a TODO.
+anon_todo=" # TODO the decision's stack and heap pages stay on the start node"
+if [ -n "${wide:-}" ]; then
+    conf "$(mask $far) $(mask $near)"
+    # shellcheck disable=SC2086 # "SCOPE CPUS NODE..." lists
+    for s in "node $far_numa $far_node" "$wide"; do
+        set -- $s
+        scope=$1 cpus=$2
+        shift 2
+        early_nodes=$*
+        for how in plain nocap seccomp; do
+            case $how in
+            plain) wrap='' label="early, $scope" ;;
+            nocap) wrap="/usr/bin/setpriv --bounding-set -sys_nice" label="early, $scope, no CAP_SYS_NICE" ;;
+            seccomp) wrap=nonuma label="early, $scope, NUMA calls refused" ;;
+            esac
+            start_on0 MASTERAFF_SCOPE=$scope MASTERAFF_MIGRATE=off $wrap
+            m=$(master)
+            wait_for 'grep -q "masteraff: master .* placed there at start" /tmp/error.log'
+            ok $? "$label: the line says the master was placed at start"
+            is "$(cpus_of "$m")" "$cpus" "$label: master on CPUs $cpus"
+            case $how in
+            nocap)
+                eff=$(sed -n 's/^CapEff:[[:space:]]*//p' "/proc/$m/status")
+                is "$(((0x$eff >> 23) & 1))" 0 "$label: the master lacks CAP_SYS_NICE"
+                ;;
+            seccomp)
+                is "$(sed -n 's/^Seccomp:[[:space:]]*//p' "/proc/$m/status")" 2 \
+                    "$label: the master runs under the filter"
+                ;;
+            esac
+            masteraff status "$m" >/tmp/st
+            early_figures "$label" "$early_nodes" "$m"
+            is "$(pages_in shared "$early_nodes" "$m" /tmp/st | awk '{ print ($1 >= 95) }')" 1 \
+                "$label: at least 95% of the shared zones' pages on node(s) $early_nodes"
+            is "$(anon_in "$early_nodes" "$m" | awk '{ print ($1 >= 80) }')" 1 \
+                "$label: at least 80% of the master's private anonymous pages on node(s) $early_nodes$anon_todo"
+            stop
+        done
+        start_on0 MASTERAFF_SCOPE=$scope MASTERAFF_MIGRATE=off MASTERAFF_EARLY=off
+        m=$(master)
+        wait_for 'grep -q "masteraff: master" /tmp/error.log'
+        wait_for "[ \"\$(cpus_of $m)\" = $cpus ]"
+        is "$(cpus_of "$m")" "$cpus" "follow only, $scope: master on CPUs $cpus"
+        masteraff status "$m" >/tmp/st
+        early_figures "follow only, $scope (not checked)" "$early_nodes" "$m"
+        early_figures "follow only, $scope, on node 0 (not checked)" 0 "$m" | head -1
+        stop
+    done
+    # The filter refuses what numactl needs: it is in force.
+    if nonuma numactl --preferred=0 true 2>/tmp/nonuma.err; then
+        refused=1
+    else
+        grep -q 'Operation not permitted' /tmp/nonuma.err
+        refused=$?
+    fi
+    ok $refused "nonuma: numactl's set_mempolicy fails with EPERM"
 fi
 
 echo "1..$n"
