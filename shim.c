@@ -30,7 +30,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <malloc.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -566,7 +568,7 @@ static struct move_words words_for(bool stays)
 {
     if (!stays)
         return (struct move_words){"->", "following"};
-    if (self.start == START_PLACED)
+    if (self.start == START_PLACED && moved())
         return (struct move_words){"stays on", "placed there at start for"};
     return (struct move_words){"stays on", "already there for"};
 }
@@ -580,7 +582,7 @@ static void follow(const cpu_set_t *target, const char *units)
     bool stays = CPU_EQUAL(target, &self.placed);
     if (!stays && place_master(target) < 0)
         return;
-    if (stays && self.start == START_PLACED)
+    if (stays && self.start == START_PLACED && moved())
         confirmation_time(after, sizeof after);
     else
         time_since_pin(after, sizeof after);
@@ -604,6 +606,27 @@ static void log_start_decision(const struct ma_early *e)
     else
         ma_log(MA_LOG_DEBUG, "worker 0 will pin to CPUs %s (%s)",
                cpus_text(&e->worker0, cpus, sizeof cpus), e->why);
+}
+
+/* The pages the decision dirtied before the master was placed, on the node
+ * it started on: the heap it freed, which nginx's mallocs would reuse, and
+ * the stack below the frames in use, which nginx's calls would. Given back, they
+ * are touched anew where the master now runs. Below the main thread's
+ * stack lies the kernel's guard gap (1 MiB): the range holds nothing but
+ * stack no frame uses. */
+#define SCRATCH_STACK (256 * 1024)
+
+/* Not inlined: its callers' frames, locals included, all lie above its
+ * own, and nothing below it but what madvise's call itself uses. */
+__attribute__((noinline)) static void give_back_scratch(void)
+{
+    char here;
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t top = ((uintptr_t)&here - 4096) & ~(uintptr_t)(page - 1);
+    malloc_trim(0);
+    /* Only the main thread's stack has the guard gap below it. */
+    if (gettid() == getpid())
+        madvise((void *)(top - SCRATCH_STACK), SCRATCH_STACK, MADV_DONTNEED);
 }
 
 /* Before main(): the master goes where worker 0 will be, so that nginx's
@@ -639,6 +662,7 @@ static void place_at_start(int argc, char **argv)
     start.node = e.node;
     start.at_ns = now_ns();
     snprintf(start.units, sizeof start.units, "%s", e.units);
+    give_back_scratch();
     ma_log(MA_LOG_DEBUG, "%smaster %d placed at start on CPUs %s (%s); %s",
            ma_cfg.dry_run ? "dry run: " : "", getpid(),
            cpus_text(&e.target, cpus, sizeof cpus), e.units,
@@ -1126,16 +1150,19 @@ static bool listen_to(const struct owned_fd *channel, pid_t pid,
     return false;
 }
 
+/* The listener starts before the child is recorded: starting a thread
+ * takes a while (much longer on an emulated machine), and that is no gap
+ * between two forks of a burst, which counts from the fork's return. */
 static void after_fork_in_parent(struct prefork *pf, pid_t pid)
 {
     release(&pf->child_end);
-    if (pid < 0 || pf->master_end.fd < 0 ||
+    start_listening();
+    if (pid < 0 || pf->master_end.fd < 0 || !is_master() ||
         !listen_to(&pf->master_end, pid, pf->place))
         release(&pf->master_end);
     else
         plan_pin_check(&pf->place);
     plan_touch_up();
-    start_listening();
 }
 
 /* Runs in the child between fork and its return: async-signal-safe only.
