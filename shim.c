@@ -196,8 +196,12 @@ __attribute__((constructor)) static void masteraff_init(int argc, char **argv,
 {
     (void)envp;
     pthread_once(&load_once, load);
-    if (ma_cfg.active)
+    /* errno only here: binding it would cost every other program. */
+    if (ma_cfg.active) {
+        int e = errno;
         place_at_start(argc, argv);
+        errno = e;
+    }
 }
 
 /* The first interposed call may come before the constructor (from another
@@ -1171,6 +1175,9 @@ static void after_fork_in_parent(struct prefork *pf, pid_t pid)
 static void after_fork_in_child(struct prefork *pf)
 {
     static const pthread_mutex_t unlocked = PTHREAD_MUTEX_INITIALIZER;
+    /* The parent's pid, not getppid(): nginx's daemon parent may have
+     * exited already. */
+    self.parent = self.pid;
     self.pid = getpid();
     if (is_master())
         stop_being_master();
@@ -1180,7 +1187,6 @@ static void after_fork_in_child(struct prefork *pf)
         REAL(sched_setaffinity)(0, sizeof self.original, &self.original);
     ma_memory_drop_policy();
     self.report = pf->child_end;
-    self.parent = getppid();
     self.listening = false;
     self.gave_up = false;
     self.warned_channel = false;
