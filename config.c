@@ -269,24 +269,25 @@ static bool parse_scope(const char *v)
     return false;
 }
 
-static bool parse_migrate(const char *v)
+/* A variable that takes "on" or "off". */
+static bool parse_switch(const char *var, const char *v, bool *out)
 {
     if (strcmp(v, "on") == 0 || strcmp(v, "off") == 0) {
-        ma_cfg.migrate = strcmp(v, "on") == 0;
+        *out = strcmp(v, "on") == 0;
         return true;
     }
-    bad_value("MASTERAFF_MIGRATE", v, "on, off");
+    bad_value(var, v, "on, off");
     return false;
+}
+
+static bool parse_migrate(const char *v)
+{
+    return parse_switch("MASTERAFF_MIGRATE", v, &ma_cfg.migrate);
 }
 
 static bool parse_early(const char *v)
 {
-    if (strcmp(v, "on") == 0 || strcmp(v, "off") == 0) {
-        ma_cfg.early = strcmp(v, "on") == 0;
-        return true;
-    }
-    bad_value("MASTERAFF_EARLY", v, "on, off");
-    return false;
+    return parse_switch("MASTERAFF_EARLY", v, &ma_cfg.early);
 }
 
 static bool parse_log(const char *v)
