@@ -21,9 +21,9 @@ ok $? "make install DESTDIR=... works"
 locallib=/usr/local/lib/$MULTIARCH/libmasteraff.so
 [ -f "$T/local$locallib" ]
 ok $? "make install puts the library at $locallib"
-code | grep -qF "LD_PRELOAD=$locallib nginx"
+code | grep -cF "LD_PRELOAD=$locallib nginx" >/dev/null
 ok $? "the README's LD_PRELOAD line for make install names $locallib"
-[ -x "$T/local/usr/local/bin/masteraff" ] && code | grep -qF "/usr/local/bin/masteraff"
+[ -x "$T/local/usr/local/bin/masteraff" ] && code | grep -cF "/usr/local/bin/masteraff" >/dev/null
 ok $? "the README names /usr/local/bin/masteraff, where make install puts it"
 [ -f "$T/local/usr/local/share/bash-completion/completions/masteraff" ]
 ok $? "make install installs the bash completion"
@@ -39,7 +39,7 @@ done <"$SRCDIR/debian/masteraff.install"
 is "$missing" "" "every file debian/masteraff.install names is installed (dh_install would fail)"
 pkglib=/usr/lib/$MULTIARCH/libmasteraff.so
 grep -qx "usr/lib/\${DEB_HOST_MULTIARCH}/libmasteraff.so" "$SRCDIR/debian/masteraff.install" &&
-    code | grep -qF "LD_PRELOAD=$pkglib nginx"
+    code | grep -cF "LD_PRELOAD=$pkglib nginx" >/dev/null
 ok $? "the README's LD_PRELOAD line for the package names $pkglib"
 grep -qx "usr/share/bash-completion/completions/masteraff" "$SRCDIR/debian/masteraff.install"
 ok $? "the package installs the bash completion"
@@ -50,7 +50,7 @@ version=$(sed -n '1s/^masteraff (\([^)]*\)).*/\1/p' "$SRCDIR/debian/changelog")
 deb=../masteraff_${version}_$ARCH.deb
 grep -q '^deb:' "$SRCDIR/Makefile" && grep -A8 '^deb:' "$SRCDIR/Makefile" | grep -q 'dpkg-buildpackage .*-b'
 ok $? "make deb runs dpkg-buildpackage, which writes the package to the parent directory"
-code | grep -qE "^ +dpkg -i $deb( |$)"
+code | grep -cE "^ +dpkg -i $deb( |$)" >/dev/null
 ok $? "the README's dpkg -i line names $deb"
 grep -qF "masteraff_${version}_arm64.deb" "$README" &&
     grep -qF "/usr/lib/aarch64-linux-gnu/libmasteraff.so" "$README"
@@ -65,14 +65,14 @@ is "$stray" "" "every library path in the README is one an install really uses"
 
 # ---- the first screen ----
 
-first_screen | grep -q worker_cpu_affinity
+first_screen | grep -c worker_cpu_affinity >/dev/null
 ok $? "the first screen says that the library follows worker_cpu_affinity"
 update=$(grep -n 'apt-get update' "$README" | head -1 | cut -d: -f1)
 install=$(grep -n 'apt-get install' "$README" | head -1 | cut -d: -f1)
 [ -n "$update" ] && [ -n "$install" ] && [ "$update" -le "$install" ]
 ok $? "apt-get update comes no later than the first apt-get install"
 for target in demo deps check install deb; do
-    first_screen | grep -qE "^ +make $target( |$)" &&
+    first_screen | grep -cE "^ +make $target( |$)" >/dev/null &&
         make -n -C "$SRCDIR" "$target" >/dev/null 2>&1
     ok $? "the first screen's make $target is a target of the Makefile"
 done
