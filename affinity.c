@@ -114,6 +114,12 @@ int ma_cpulist_format(const cpu_set_t *set, char *buf, size_t len)
     return (int)used;
 }
 
+const char *ma_cpulist_text(const cpu_set_t *set, char *buf, size_t len)
+{
+    ma_cpulist_format(set, buf, len);
+    return buf;
+}
+
 int ma_cpuset_first(const cpu_set_t *set)
 {
     for (int c = 0; c < MA_MAX_CPUS; c++)

@@ -30,6 +30,9 @@ int ma_cpulist_parse(const char *s, cpu_set_t *out);
  * list). An empty set is written as "none". */
 int ma_cpulist_format(const cpu_set_t *set, char *buf, size_t len);
 
+/* ma_cpulist_format for a log line: returns buf. */
+const char *ma_cpulist_text(const cpu_set_t *set, char *buf, size_t len);
+
 /* The first CPU in set, or -1 when it is empty. */
 int ma_cpuset_first(const cpu_set_t *set);
 

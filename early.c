@@ -36,12 +36,6 @@ static bool is_tengine(void)
     return strncmp(name ? name + 1 : ma_cfg.exe, "tengine", 7) == 0;
 }
 
-static const char *cpus_text(const cpu_set_t *set, char *buf, size_t len)
-{
-    ma_cpulist_format(set, buf, len);
-    return buf;
-}
-
 /* The scope units of worker 0's CPUs, as following would take them. */
 static void decide_target(const cpu_set_t *original, struct ma_early *e)
 {
@@ -53,7 +47,7 @@ static void decide_target(const cpu_set_t *original, struct ma_early *e)
                         &e->target, u, 16, &n) < 0) {
         doubt(e, "cannot read the %s of CPUs %s under %s: %s",
               ma_scope_name(ma_cfg.scope),
-              cpus_text(&e->worker0, cpus, sizeof cpus), ma_cfg.sysfs,
+              ma_cpulist_text(&e->worker0, cpus, sizeof cpus), ma_cfg.sysfs,
               strerror(errno));
         return;
     }
@@ -77,8 +71,8 @@ static void decide_from_prediction(const struct ma_ngx_prediction *p,
     CPU_AND(&e->worker0, &p->worker0, original);
     if (CPU_COUNT(&e->worker0) == 0)
         return doubt(e, "worker 0's CPUs %s are outside the master's CPUs %s",
-                     cpus_text(&p->worker0, cpus, sizeof cpus),
-                     cpus_text(original, orig, sizeof orig));
+                     ma_cpulist_text(&p->worker0, cpus, sizeof cpus),
+                     ma_cpulist_text(original, orig, sizeof orig));
     snprintf(e->why, sizeof e->why, "%s", p->reason);
     decide_target(original, e);
 }

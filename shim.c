@@ -102,11 +102,7 @@ static struct {
     cpu_set_t original;
     cpu_set_t placed;  /* the mask the master was last given */
     cpu_set_t handled; /* the leader mask last followed or refused */
-    enum {
-        START_NONE,
-        START_PLACED,    /* placed at start, worker 0 not seen yet */
-        START_CONFIRMED, /* and then worker 0 pinned */
-    } start;
+    bool start_pending; /* placed at start, worker 0 not seen yet */
 } self = {.report = NO_FD, .epoll = NO_FD, .wake = NO_FD};
 
 static struct ma_brood brood;
@@ -411,19 +407,13 @@ static int place_all_threads(const cpu_set_t *mask)
     return rc;
 }
 
-static const char *cpus_text(const cpu_set_t *set, char *buf, size_t len)
-{
-    ma_cpulist_format(set, buf, len);
-    return buf;
-}
-
 static void log_restored(void)
 {
     char cpus[4096];
     ma_log(MA_LOG_NOTICE,
            "master %d -> CPUs %s (its original mask), no pinned worker left "
            "to follow",
-           getpid(), cpus_text(&self.original, cpus, sizeof cpus));
+           getpid(), ma_cpulist_text(&self.original, cpus, sizeof cpus));
 }
 
 /* " after 85us": from the leader's pin to the master's, or "" when the
@@ -453,9 +443,9 @@ static void log_followed(const cpu_set_t *target, const char *units,
     ma_log(MA_LOG_NOTICE, "%smaster %d %s CPUs %s (%s), %s worker %d on CPU%s "
            "%s%s; %s",
            ma_cfg.dry_run ? "dry run: " : "", getpid(), w.verb,
-           cpus_text(target, cpus, sizeof cpus), units, w.relation,
+           ma_cpulist_text(target, cpus, sizeof cpus), units, w.relation,
            brood.lead_pid, CPU_COUNT(&brood.lead_mask) > 1 ? "s" : "",
-           cpus_text(&brood.lead_mask, lead, sizeof lead), after, memory);
+           ma_cpulist_text(&brood.lead_mask, lead, sizeof lead), after, memory);
 }
 
 /* Moves the master to target, or says why not. Returns 0 when placed. */
@@ -464,7 +454,7 @@ static int place_master(const cpu_set_t *target)
     char cpus[4096];
     if (!ma_cfg.dry_run && place_all_threads(target) < 0) {
         ma_log(MA_LOG_WARN, "could not move master %d to CPUs %s: %s; "
-               "skipped", getpid(), cpus_text(target, cpus, sizeof cpus),
+               "skipped", getpid(), ma_cpulist_text(target, cpus, sizeof cpus),
                strerror(errno));
         return -1;
     }
@@ -487,15 +477,15 @@ static int follow_target(cpu_set_t *target, char *units, size_t len)
     if (CPU_COUNT(&lead) == 0) {
         ma_log(MA_LOG_WARN, "worker %d is on CPUs %s, outside master %d's "
                "CPUs %s; master not moved", brood.lead_pid,
-               cpus_text(&brood.lead_mask, cpus, sizeof cpus), getpid(),
-               cpus_text(&self.original, orig, sizeof orig));
+               ma_cpulist_text(&brood.lead_mask, cpus, sizeof cpus), getpid(),
+               ma_cpulist_text(&self.original, orig, sizeof orig));
         return -1;
     }
     if (ma_scope_expand(ma_cfg.sysfs, ma_cfg.scope, &topology, &lead, target,
                         u, 16, &n) < 0) {
         ma_log(MA_LOG_WARN, "cannot read the %s of CPUs %s under %s: %s; "
                "master %d not moved", ma_scope_name(ma_cfg.scope),
-               cpus_text(&lead, cpus, sizeof cpus), ma_cfg.sysfs,
+               ma_cpulist_text(&lead, cpus, sizeof cpus), ma_cfg.sysfs,
                strerror(errno), getpid());
         return -1;
     }
@@ -564,15 +554,15 @@ static void note_missed_start(char *buf, size_t len)
     size_t used = strlen(buf);
     snprintf(buf + used, len - used, ", not where it was placed at start "
              "(CPUs %s, %s, for worker 0 on CPUs %s)",
-             cpus_text(&start.target, cpus, sizeof cpus), start.units,
-             cpus_text(&start.worker0, lead, sizeof lead));
+             ma_cpulist_text(&start.target, cpus, sizeof cpus), start.units,
+             ma_cpulist_text(&start.worker0, lead, sizeof lead));
 }
 
 static struct move_words words_for(bool stays)
 {
     if (!stays)
         return (struct move_words){"->", "following"};
-    if (self.start == START_PLACED && moved())
+    if (self.start_pending && moved())
         return (struct move_words){"stays on", "placed there at start for"};
     return (struct move_words){"stays on", "already there for"};
 }
@@ -586,16 +576,15 @@ static void follow(const cpu_set_t *target, const char *units)
     bool stays = CPU_EQUAL(target, &self.placed);
     if (!stays && place_master(target) < 0)
         return;
-    if (stays && self.start == START_PLACED && moved())
+    if (stays && self.start_pending && moved())
         confirmation_time(after, sizeof after);
     else
         time_since_pin(after, sizeof after);
-    if (!stays && self.start == START_PLACED)
+    if (!stays && self.start_pending)
         note_missed_start(after, sizeof after);
     log_followed(target, units, words_for(stays), after,
                  ma_memory_follow(&brood.lead_mask));
-    if (self.start == START_PLACED)
-        self.start = START_CONFIRMED;
+    self.start_pending = false;
     plan_touch_up();
 }
 
@@ -609,7 +598,7 @@ static void log_start_decision(const struct ma_early *e)
         ma_log(MA_LOG_DEBUG, "no placement at start: %s", e->why);
     else
         ma_log(MA_LOG_DEBUG, "worker 0 will pin to CPUs %s (%s)",
-               cpus_text(&e->worker0, cpus, sizeof cpus), e->why);
+               ma_cpulist_text(&e->worker0, cpus, sizeof cpus), e->why);
 }
 
 /* The pages the decision dirtied before the master was placed, on the node
@@ -653,13 +642,13 @@ static void place_at_start(int argc, char **argv)
         return;
     if (!ma_cfg.dry_run && place_all_threads(&e.target) < 0) {
         ma_log(MA_LOG_DEBUG, "no placement at start: CPUs %s refused (%s)",
-               cpus_text(&e.target, cpus, sizeof cpus), strerror(errno));
+               ma_cpulist_text(&e.target, cpus, sizeof cpus), strerror(errno));
         place_all_threads(&original);
         return;
     }
     self.original = original;
     self.placed = e.target;
-    self.start = START_PLACED;
+    self.start_pending = true;
     start.pid = getpid();
     start.worker0 = e.worker0;
     start.target = e.target;
@@ -669,7 +658,7 @@ static void place_at_start(int argc, char **argv)
     give_back_scratch();
     ma_log(MA_LOG_DEBUG, "%smaster %d placed at start on CPUs %s (%s); %s",
            ma_cfg.dry_run ? "dry run: " : "", getpid(),
-           cpus_text(&e.target, cpus, sizeof cpus), e.units,
+           ma_cpulist_text(&e.target, cpus, sizeof cpus), e.units,
            ma_memory_prefer_at_start(e.node));
 }
 
@@ -682,7 +671,7 @@ static void say_same_place(void)
     char cpus[4096], lead[4096];
     if (brood.lead_pid == said_pid)
         return;
-    cpus_text(&self.placed, cpus, sizeof cpus);
+    ma_cpulist_text(&self.placed, cpus, sizeof cpus);
     if (brood.lead_pid == 0)
         ma_log(MA_LOG_INFO, "master %d stays on CPUs %s: worker %d, which it "
                "follows, is gone; its place is held for a respawn",
@@ -691,7 +680,7 @@ static void say_same_place(void)
         ma_log(MA_LOG_NOTICE, "master %d stays on CPUs %s: worker %d now "
                "leads, on CPU%s %s as the worker before it", getpid(), cpus,
                brood.lead_pid, CPU_COUNT(&brood.lead_mask) > 1 ? "s" : "",
-               cpus_text(&brood.lead_mask, lead, sizeof lead));
+               ma_cpulist_text(&brood.lead_mask, lead, sizeof lead));
     said_pid = brood.lead_pid;
 }
 
@@ -716,16 +705,16 @@ static void plan_pin_check(const struct ma_place *place)
 static void leave_start_placement(void)
 {
     char cpus[4096], lead[4096];
-    self.start = START_CONFIRMED;
+    self.start_pending = false;
     if (place_master(&self.original) < 0)
         return;
     ma_memory_restore();
     ma_log(MA_LOG_NOTICE, "master %d -> CPUs %s (its original mask): none of "
            "its children pinned itself within %llu s, though the "
            "configuration said worker 0 would, on CPUs %s",
-           getpid(), cpus_text(&self.original, cpus, sizeof cpus),
+           getpid(), ma_cpulist_text(&self.original, cpus, sizeof cpus),
            PIN_WAIT_NS / 1000000000ULL,
-           cpus_text(&start.worker0, lead, sizeof lead));
+           ma_cpulist_text(&start.worker0, lead, sizeof lead));
 }
 
 static void check_pins_if_due(void)
@@ -735,7 +724,7 @@ static void check_pins_if_due(void)
     pin_check_at = 0;
     if (ma_brood_gen_pinned(&brood, pin_check_gen))
         return;
-    if (self.start == START_PLACED)
+    if (self.start_pending)
         return leave_start_placement();
     ma_log(MA_LOG_NOTICE, "master %d: none of its children pinned itself "
            "within %llu s of their fork; nothing to follow (worker 0 pins "
@@ -847,15 +836,20 @@ static void drain_channels(void)
     read_ready(ev, epoll_wait(self.epoll.fd, ev, 32, 0));
 }
 
-/* Milliseconds until the earliest of a deferred decision and a touch-up,
- * or -1 for none. */
+/* The earlier of two times, 0 standing for none. */
+static uint64_t earlier(uint64_t a, uint64_t b)
+{
+    if (!a || !b)
+        return a ? a : b;
+    return a < b ? a : b;
+}
+
+/* Milliseconds until the earliest of a deferred decision, a touch-up and a
+ * check for pins, or -1 for none. */
 static int listener_timeout(void)
 {
-    uint64_t now = now_ns(), due = brood.wait_until;
-    if (touch_up_at && (!due || touch_up_at < due))
-        due = touch_up_at;
-    if (pin_check_at && (!due || pin_check_at < due))
-        due = pin_check_at;
+    uint64_t now = now_ns(),
+             due = earlier(earlier(brood.wait_until, touch_up_at), pin_check_at);
     if (!due)
         return -1;
     if (due <= now)
@@ -1019,14 +1013,15 @@ static bool become_master(void)
 {
     if (is_master() || self.gave_up)
         return is_master();
-    if (self.start == START_NONE && REAL(sched_getaffinity)(
-                                        0, sizeof self.original,
-                                        &self.original) < 0) {
-        give_up("cannot read its own affinity", errno);
-        return false;
-    }
-    if (self.start == START_NONE)
+    /* A master placed at start knows its original mask already. */
+    if (!self.start_pending) {
+        if (REAL(sched_getaffinity)(0, sizeof self.original,
+                                    &self.original) < 0) {
+            give_up("cannot read its own affinity", errno);
+            return false;
+        }
         self.placed = self.original;
+    }
     CPU_ZERO(&self.handled);
     self.epoll = own(epoll_create1(EPOLL_CLOEXEC));
     if (self.epoll.fd < 0) {
@@ -1191,7 +1186,7 @@ static void after_fork_in_child(struct prefork *pf)
     self.gave_up = false;
     self.warned_channel = false;
     self.placed = self.original;
-    self.start = START_NONE;
+    self.start_pending = false;
     said_pid = 0;
     pin_check_at = 0;
     touch_up_at = 0;
@@ -1251,7 +1246,7 @@ static void carry_on_as_master(void)
         REAL(sched_setaffinity)(0, sizeof start.target, &start.target) < 0)
         return;
     self.placed = start.target;
-    self.start = START_PLACED;
+    self.start_pending = true;
     start.pid = getpid();
     ma_memory_prefer_at_start(start.node);
 }
