@@ -417,12 +417,14 @@ const char *ma_memory_prefer_at_start(int node)
         snprintf(text, sizeof text, "memory would prefer node %d", node);
         return text;
     }
-    if (set_policy(node) < 0) {
+    prefer_node(node);
+    ma_memory_prefork();
+    if (applied_node != node) {
         snprintf(text, sizeof text, "memory cannot prefer node %d (%s)", node,
                  strerror(errno));
+        preferred_node = -1;
         return text;
     }
-    preferred_node = applied_node = node;
     snprintf(text, sizeof text, "memory prefers node %d", node);
     return text;
 }
