@@ -469,6 +469,20 @@ int ma_scope_expand(const char *root, enum ma_scope scope,
     return 0;
 }
 
+int ma_place_for(const char *root, enum ma_scope scope,
+                 const struct ma_topology *known, const cpu_set_t *lead,
+                 const cpu_set_t *original, cpu_set_t *target, char *units,
+                 size_t len)
+{
+    struct ma_unit u[16];
+    size_t n;
+    if (ma_scope_expand(root, scope, known, lead, target, u, 16, &n) < 0)
+        return -1;
+    ma_units_describe(u, n, units, len);
+    CPU_AND(target, target, original);
+    return 0;
+}
+
 void ma_topology_init(struct ma_topology *t, enum ma_scope scope)
 {
     t->scope = scope;

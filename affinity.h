@@ -99,6 +99,15 @@ int ma_scope_expand(const char *root, enum ma_scope scope,
                     cpu_set_t *out, struct ma_unit *units, size_t max_units,
                     size_t *n_units);
 
+/* The master's place for a leader on CPUs lead (within original): the
+ * union of their units at `scope`, within original, into *target, and
+ * those units described into units. Returns 0, or -1 with errno as
+ * ma_scope_expand. */
+int ma_place_for(const char *root, enum ma_scope scope,
+                 const struct ma_topology *known, const cpu_set_t *lead,
+                 const cpu_set_t *original, cpu_set_t *target, char *units,
+                 size_t len);
+
 /* Describes the units as "package 0", "packages 0,1", "node 3", "CPU 30",
  * "CPUs 2,60", "llc 24-47" into buf; returns buf. */
 const char *ma_units_describe(const struct ma_unit *units, size_t n,

@@ -39,20 +39,16 @@ static bool is_tengine(void)
 /* The scope units of worker 0's CPUs, as following would take them. */
 static void decide_target(const cpu_set_t *original, struct ma_early *e)
 {
-    struct ma_unit u[16];
-    size_t n;
     char cpus[4096];
 
-    if (ma_scope_expand(ma_cfg.sysfs, ma_cfg.scope, NULL, &e->worker0,
-                        &e->target, u, 16, &n) < 0) {
+    if (ma_place_for(ma_cfg.sysfs, ma_cfg.scope, NULL, &e->worker0, original,
+                     &e->target, e->units, sizeof e->units) < 0) {
         doubt(e, "cannot read the %s of CPUs %s under %s: %s",
               ma_scope_name(ma_cfg.scope),
               ma_cpulist_text(&e->worker0, cpus, sizeof cpus), ma_cfg.sysfs,
               strerror(errno));
         return;
     }
-    ma_units_describe(u, n, e->units, sizeof e->units);
-    CPU_AND(&e->target, &e->target, original);
     e->node = ma_node_of_cpu(ma_cfg.sysfs, ma_cpuset_first(&e->worker0));
     e->place = true;
 }

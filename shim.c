@@ -466,8 +466,6 @@ static int place_master(const cpu_set_t *target)
  * saying why the master stays. */
 static int follow_target(cpu_set_t *target, char *units, size_t len)
 {
-    struct ma_unit u[16];
-    size_t n;
     cpu_set_t lead;
     char cpus[4096], orig[4096];
 
@@ -481,16 +479,14 @@ static int follow_target(cpu_set_t *target, char *units, size_t len)
                ma_cpulist_text(&self.original, orig, sizeof orig));
         return -1;
     }
-    if (ma_scope_expand(ma_cfg.sysfs, ma_cfg.scope, &topology, &lead, target,
-                        u, 16, &n) < 0) {
+    if (ma_place_for(ma_cfg.sysfs, ma_cfg.scope, &topology, &lead,
+                     &self.original, target, units, len) < 0) {
         ma_log(MA_LOG_WARN, "cannot read the %s of CPUs %s under %s: %s; "
                "master %d not moved", ma_scope_name(ma_cfg.scope),
                ma_cpulist_text(&lead, cpus, sizeof cpus), ma_cfg.sysfs,
                strerror(errno), getpid());
         return -1;
     }
-    ma_units_describe(u, n, units, len);
-    CPU_AND(target, target, &self.original);
     return 0;
 }
 
