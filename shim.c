@@ -260,15 +260,17 @@ static void release(struct owned_fd *o)
     o->fd = -1;
 }
 
-/* Every epoll set shares one inode, and so does every eventfd: ours are
- * the set that holds our eventfd under its number, which EPOLL_CTL_MOD
- * finds there and nowhere else. MOD rather than ADD: a set of the
- * program's is not touched even for a moment. */
+/* Every epoll set shares one inode, and so does every eventfd, so fstat
+ * cannot tell them apart: ours are the set that holds our eventfd under
+ * its number, which EPOLL_CTL_MOD finds there and nowhere else (a set
+ * keys its entries by file and number). One system call, at every fork.
+ * MOD rather than ADD: a set of the program's is not touched even for a
+ * moment. */
 static bool epoll_is_ours(void)
 {
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = self.wake.fd};
     int e = errno;
-    bool ours = is_ours(&self.epoll) && is_ours(&self.wake) &&
+    bool ours = self.epoll.fd >= 0 && self.wake.fd >= 0 &&
                 epoll_ctl(self.epoll.fd, EPOLL_CTL_MOD, ev.data.fd, &ev) == 0;
     errno = e;
     return ours;
