@@ -21,9 +21,11 @@ LIB_SRC = shim.c config.c memory.c affinity.c nginxconf.c early.c
 LIB_HDR = affinity.h internal.h nginxconf.h
 
 CMD = masteraff
-CMD_SRC = masteraff.c cli.c cmd_run.c cmd_status.c status_procs.c \
-	status_library.c status_verdict.c status_json.c cmd_topology.c affinity.c pages.c
-CMD_HDR = cli.h status.h affinity.h pages.h
+# The command, in cmd/: it takes affinity.c from the library's side.
+CMD_SRC = cmd/main.c cmd/cli.c cmd/run.c cmd/status.c cmd/status_procs.c \
+	cmd/status_library.c cmd/status_verdict.c cmd/status_json.c \
+	cmd/topology.c cmd/pages.c affinity.c
+CMD_HDR = cmd/cli.h cmd/status.h cmd/pages.h affinity.h
 MANPAGES = man/masteraff.1 man/libmasteraff.7
 
 UNIT_TESTS = test/t_cpulist test/t_topology test/t_brood test/t_nginxconf
@@ -43,7 +45,7 @@ $(LIB): $(LIB_SRC) $(LIB_HDR)
 
 $(CMD): $(CMD_SRC) $(CMD_HDR)
 	$(CC) $(CPPFLAGS) $(WARN) -D_FORTIFY_SOURCE=2 $(CFLAGS) $(LDFLAGS) \
-		-Wl,-z,now -DLIBDIR=\"$(LIBDIR)\" -DVERSION=\"$(VERSION)\" \
+		-Wl,-z,now -DLIBDIR=\"$(LIBDIR)\" -DVERSION=\"$(VERSION)\" -I. \
 		-o $@ $(CMD_SRC)
 
 test/t_%: test/t_%.c affinity.c affinity.h test/tap.h
@@ -78,7 +80,7 @@ ARM64_CC = aarch64-linux-gnu-gcc
 ARM64_SRC = Makefile $(sort $(LIB_SRC) $(CMD_SRC) $(LIB_HDR) $(CMD_HDR))
 arm64:
 	mkdir -p build-arm64
-	cp -p $(ARM64_SRC) build-arm64/
+	cp -p --parents $(ARM64_SRC) build-arm64/
 	$(MAKE) -C build-arm64 CC=$(ARM64_CC) \
 		DEB_HOST_MULTIARCH=aarch64-linux-gnu PREFIX=$(PREFIX) $(LIB) $(CMD)
 
