@@ -17,8 +17,9 @@ LIB_CFLAGS = $(WARN) -fPIC -fvisibility=hidden -D_FORTIFY_SOURCE=2 $(CFLAGS)
 LDLIBS = -ldl -pthread
 
 LIB = libmasteraff.so
-LIB_SRC = shim.c config.c memory.c affinity.c nginxconf.c early.c
-LIB_HDR = affinity.h internal.h nginxconf.h
+LIB_SRC = shim.c decide.c listener.c state.c config.c memory.c affinity.c \
+	nginxconf.c early.c
+LIB_HDR = affinity.h internal.h nginxconf.h state.h
 
 CMD = masteraff
 # The command, in cmd/: it takes affinity.c from the library's side.

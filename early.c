@@ -4,7 +4,7 @@
  * are read from the configuration nginx is about to read (nginxconf.c),
  * and the master's place is decided as following would decide it: the
  * scope units holding those CPUs, within the master's original mask.
- * shim.c then places the master at once, so that what nginx allocates
+ * decide.c then places the master at once, so that what nginx allocates
  * next (shared zones, listening sockets, the configuration its workers
  * inherit) is first touched on worker 0's chip. Any doubt: no placement,
  * and the master follows worker 0 when it pins, as without this. */

@@ -177,9 +177,13 @@ run_stage() {
             dst=${words[-1]}
             [[ $dst == /* ]] || dst=$workdir/$dst
             mkdir -p "$stage$dst"
-            # Unquoted on purpose: the sources are globs, expanded in the context.
+            # Unquoted on purpose: the sources are globs, expanded in the
+            # context. A folder's contents are copied, as COPY does.
             # shellcheck disable=SC2068
-            (cd "$SRCDIR" && cp -- ${words[@]:0:${#words[@]}-1} "$stage$dst/") || rc=1 ;;
+            (cd "$SRCDIR" && for s in ${words[@]:0:${#words[@]}-1}; do
+                if [ -d "$s" ]; then cp -r -- "$s/." "$stage$dst/" || exit 1
+                else cp -- "$s" "$stage$dst/" || exit 1; fi
+            done) || rc=1 ;;
         RUN)
             if [[ $rest == apt-get* ]]; then
                 diag "build stage: skipped (network): RUN ${rest:0:60}..."

@@ -1,0 +1,414 @@
+/* libmasteraff: the master's decisions. Placing the master at start from
+ * nginx's configuration; following the leader the brood chooses (affinity.c),
+ * holding its place or going back to the original mask; the touch-up of
+ * the pages later forks dirtied and the check that a start or reload
+ * pinned anything; and the one log line each of them says.
+ *
+ * Called with the lock held: from the listener, with each event it read,
+ * and from fork() (its look at the channels first, the plans after). It
+ * calls neither the interposers nor the listener; a newly planned time
+ * wakes the listener through the shared eventfd. */
+#define _GNU_SOURCE
+#include "state.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* Gives mask to the threads listed in one getdents64 buffer. */
+static int place_listed_threads(const char *buf, ssize_t len,
+                                const cpu_set_t *mask)
+{
+    int rc = 0;
+    for (ssize_t off = 0; off < len;) {
+        const struct dirent64 *de = (const struct dirent64 *)(buf + off);
+        pid_t tid = (pid_t)atoi(de->d_name);
+        if (tid > 0 && REAL(sched_setaffinity)(tid, sizeof *mask, mask) < 0 &&
+            errno != ESRCH)
+            rc = -1;
+        off += de->d_reclen;
+    }
+    return rc;
+}
+
+/* sched_setaffinity changes one thread: give the mask to every thread.
+ * getdents64 rather than readdir: the listener's first malloc would make
+ * it an arena while the master waits to follow. */
+static int place_all_threads(const cpu_set_t *mask)
+{
+    int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    char buf[4096] __attribute__((aligned(8)));
+    ssize_t len;
+    int rc = 0;
+
+    if (fd < 0)
+        return REAL(sched_setaffinity)(getpid(), sizeof *mask, mask) |
+               REAL(sched_setaffinity)(0, sizeof *mask, mask);
+    while ((len = getdents64(fd, buf, sizeof buf)) > 0)
+        rc |= place_listed_threads(buf, len, mask);
+    close(fd);
+    return rc;
+}
+
+static void log_restored(void)
+{
+    char cpus[4096];
+    ma_log(MA_LOG_NOTICE,
+           "master %d -> CPUs %s (its original mask), no pinned worker left "
+           "to follow",
+           getpid(), ma_cpulist_text(&self.original, cpus, sizeof cpus));
+}
+
+/* " after 85us": from the leader's pin to the master's, or "" when the
+ * leader is a held slot whose process is gone. */
+static void time_since_pin(char *buf, size_t len)
+{
+    const struct ma_child *c = ma_brood_find_pid(&brood, brood.lead_pid);
+    uint64_t now = now_ns();
+    buf[0] = '\0';
+    /* The time is the child's word: one from before its fork is a lie. */
+    if (c && c->pinned_ns >= c->forked_ns && now >= c->pinned_ns)
+        snprintf(buf, len, " after %lluus",
+                 (unsigned long long)((now - c->pinned_ns) / 1000));
+}
+
+/* How the line tells the master's move: "->" and "following", "stays
+ * on" and "already there for" or "placed there at start for". */
+struct move_words {
+    const char *verb, *relation;
+};
+
+static void log_followed(const cpu_set_t *target, const char *units,
+                         struct move_words w, const char *after,
+                         const char *memory)
+{
+    char cpus[4096], lead[4096];
+    ma_log(MA_LOG_NOTICE, "%smaster %d %s CPUs %s (%s), %s worker %d on CPU%s "
+           "%s%s; %s",
+           ma_cfg.dry_run ? "dry run: " : "", getpid(), w.verb,
+           ma_cpulist_text(target, cpus, sizeof cpus), units, w.relation,
+           brood.lead_pid, CPU_COUNT(&brood.lead_mask) > 1 ? "s" : "",
+           ma_cpulist_text(&brood.lead_mask, lead, sizeof lead), after, memory);
+}
+
+/* Moves the master to target, or says why not. Returns 0 when placed. */
+static int place_master(const cpu_set_t *target)
+{
+    char cpus[4096];
+    if (!ma_cfg.dry_run && place_all_threads(target) < 0) {
+        ma_log(MA_LOG_WARN, "could not move master %d to CPUs %s: %s; "
+               "skipped", getpid(), ma_cpulist_text(target, cpus, sizeof cpus),
+               strerror(errno));
+        return -1;
+    }
+    self.placed = *target;
+    return 0;
+}
+
+/* The leader's scope, clamped to the original mask. Returns 0, or -1 after
+ * saying why the master stays. */
+static int follow_target(cpu_set_t *target, char *units, size_t len)
+{
+    cpu_set_t lead;
+    char cpus[4096], orig[4096];
+
+    /* A worker's word is clamped to the master's CPUs before anything is
+     * read about them. */
+    CPU_AND(&lead, &brood.lead_mask, &self.original);
+    if (CPU_COUNT(&lead) == 0) {
+        ma_log(MA_LOG_WARN, "worker %d is on CPUs %s, outside master %d's "
+               "CPUs %s; master not moved", brood.lead_pid,
+               ma_cpulist_text(&brood.lead_mask, cpus, sizeof cpus), getpid(),
+               ma_cpulist_text(&self.original, orig, sizeof orig));
+        return -1;
+    }
+    if (ma_place_for(ma_cfg.sysfs, ma_cfg.scope, &topology, &lead,
+                     &self.original, target, units, len) < 0) {
+        ma_log(MA_LOG_WARN, "cannot read the %s of CPUs %s under %s: %s; "
+               "master %d not moved", ma_scope_name(ma_cfg.scope),
+               ma_cpulist_text(&lead, cpus, sizeof cpus), ma_cfg.sysfs,
+               strerror(errno), getpid());
+        return -1;
+    }
+    return 0;
+}
+
+/* Each fork of a moved master gives it fresh copies of the pages it
+ * writes next (copy-on-write), allocated where its memory policy says, not
+ * where its memory was moved: once a burst of forks is over, the pages are
+ * moved again. */
+#define TOUCH_UP_NS (200 * 1000 * 1000ULL)
+static uint64_t touch_up_at;
+
+void ma_plan_touch_up(void)
+{
+    bool planned = touch_up_at != 0;
+    if (!(ma_cfg.migrate && !ma_cfg.dry_run && brood.following))
+        return;
+    touch_up_at = now_ns() + TOUCH_UP_NS;
+    if (!planned)
+        ma_wake_listener();
+}
+
+void ma_touch_up_if_due(void)
+{
+    if (!touch_up_at || now_ns() < touch_up_at)
+        return;
+    touch_up_at = 0;
+    if (brood.following)
+        ma_log(MA_LOG_INFO, "master %d after its later forks: %s", getpid(),
+               ma_memory_follow(&brood.lead_mask));
+}
+
+static void restore(void)
+{
+    CPU_ZERO(&self.handled);
+    if (moved() && place_master(&self.original) < 0)
+        return;
+    ma_memory_restore();
+    log_restored();
+}
+
+/* " after 85us", or for the placement at start, since when it waited. */
+static void confirmation_time(char *buf, size_t len)
+{
+    snprintf(buf, len, ", confirmed %llums after the start",
+             (unsigned long long)((now_ns() - start.at_ns) / 1000000));
+}
+
+/* Worker 0 pinned elsewhere than the configuration said: say where the
+ * master had been placed, so that the surprise can be explained. */
+static void note_missed_start(char *buf, size_t len)
+{
+    char cpus[4096], lead[4096];
+    size_t used = strlen(buf);
+    snprintf(buf + used, len - used, ", not where it was placed at start "
+             "(CPUs %s, %s, for worker 0 on CPUs %s)",
+             ma_cpulist_text(&start.target, cpus, sizeof cpus), start.units,
+             ma_cpulist_text(&start.worker0, lead, sizeof lead));
+}
+
+static struct move_words words_for(bool stays)
+{
+    if (!stays)
+        return (struct move_words){"->", "following"};
+    if (self.start_pending && moved())
+        return (struct move_words){"stays on", "placed there at start for"};
+    return (struct move_words){"stays on", "already there for"};
+}
+
+/* A leader on new CPUs is said even when the master is already on its
+ * unit (placed there at start, a cpuset, or worker 0 moved to the other
+ * node of the package): its memory may have to move all the same. */
+static void follow(const cpu_set_t *target, const char *units)
+{
+    char after[9000];
+    bool stays = CPU_EQUAL(target, &self.placed);
+    if (!stays && place_master(target) < 0)
+        return;
+    if (stays && self.start_pending && moved())
+        confirmation_time(after, sizeof after);
+    else
+        time_since_pin(after, sizeof after);
+    if (!stays && self.start_pending)
+        note_missed_start(after, sizeof after);
+    log_followed(target, units, words_for(stays), after,
+                 ma_memory_follow(&brood.lead_mask));
+    self.start_pending = false;
+    ma_plan_touch_up();
+}
+
+static void log_start_decision(const struct ma_early *e)
+{
+    char cpus[4096];
+    if (e->n_files)
+        ma_log(MA_LOG_DEBUG, "read %u configuration file%s: %s", e->n_files,
+               e->n_files > 1 ? "s" : "", e->files);
+    if (!e->place)
+        ma_log(MA_LOG_DEBUG, "no placement at start: %s", e->why);
+    else
+        ma_log(MA_LOG_DEBUG, "worker 0 will pin to CPUs %s (%s)",
+               ma_cpulist_text(&e->worker0, cpus, sizeof cpus), e->why);
+}
+
+/* The pages the decision dirtied before the master was placed, on the node
+ * it started on: the heap it freed, which nginx's mallocs would reuse, and
+ * the stack below the frames in use, which nginx's calls would. Given back, they
+ * are touched anew where the master now runs. Below the main thread's
+ * stack lies the kernel's guard gap (1 MiB): the range holds nothing but
+ * stack no frame uses. */
+#define SCRATCH_STACK (256 * 1024)
+
+/* Not inlined: its callers' frames, locals included, all lie above its
+ * own, and nothing below it but what madvise's call itself uses. */
+__attribute__((noinline)) static void give_back_scratch(void)
+{
+    char here;
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t top = ((uintptr_t)&here - 4096) & ~(uintptr_t)(page - 1);
+    malloc_trim(0);
+    /* Only the main thread's stack has the guard gap below it. */
+    if (gettid() == getpid())
+        madvise((void *)(top - SCRATCH_STACK), SCRATCH_STACK, MADV_DONTNEED);
+}
+
+/* Before main(): the master goes where worker 0 will be, so that nginx's
+ * first touch of its zones and sockets is there. Other targets (uWSGI)
+ * have no configuration the library reads: they only follow. The line that says so in
+ * error.log comes when worker 0 confirms it (stderr is still the terminal
+ * here). */
+void ma_place_at_start(int argc, char **argv)
+{
+    struct ma_early e;
+    cpu_set_t original;
+    char cpus[4096];
+
+    if (is_master() || !ma_config_nginx_family() ||
+        REAL(sched_getaffinity)(0, sizeof original, &original) < 0)
+        return;
+    ma_early_decide(argc, argv, &original, &e);
+    log_start_decision(&e);
+    if (!e.place)
+        return;
+    if (!ma_cfg.dry_run && place_all_threads(&e.target) < 0) {
+        ma_log(MA_LOG_DEBUG, "no placement at start: CPUs %s refused (%s)",
+               ma_cpulist_text(&e.target, cpus, sizeof cpus), strerror(errno));
+        place_all_threads(&original);
+        return;
+    }
+    self.original = original;
+    self.placed = e.target;
+    self.start_pending = true;
+    start.pid = getpid();
+    start.worker0 = e.worker0;
+    start.target = e.target;
+    start.node = e.node;
+    start.at_ns = now_ns();
+    snprintf(start.units, sizeof start.units, "%s", e.units);
+    give_back_scratch();
+    ma_log(MA_LOG_DEBUG, "%smaster %d placed at start on CPUs %s (%s); %s",
+           ma_cfg.dry_run ? "dry run: " : "", getpid(),
+           ma_cpulist_text(&e.target, cpus, sizeof cpus), e.units,
+           ma_memory_prefer_at_start(e.node));
+}
+
+/* The leader's process as the log last named it: a death of worker 0, or
+ * a new leader on the same CPUs (a respawn), changes nothing but is said. */
+static pid_t said_pid;
+
+static void say_same_place(void)
+{
+    char cpus[4096], lead[4096];
+    if (brood.lead_pid == said_pid)
+        return;
+    ma_cpulist_text(&self.placed, cpus, sizeof cpus);
+    if (brood.lead_pid == 0)
+        ma_log(MA_LOG_INFO, "master %d stays on CPUs %s: worker %d, which it "
+               "follows, is gone; its place is held for a respawn",
+               getpid(), cpus, said_pid);
+    else
+        ma_log(MA_LOG_NOTICE, "master %d stays on CPUs %s: worker %d now "
+               "leads, on CPU%s %s as the worker before it", getpid(), cpus,
+               brood.lead_pid, CPU_COUNT(&brood.lead_mask) > 1 ? "s" : "",
+               ma_cpulist_text(&brood.lead_mask, lead, sizeof lead));
+    said_pid = brood.lead_pid;
+}
+
+/* Children that never pin (nginx without worker_cpu_affinity) leave the
+ * master nothing to follow: said once for each start or reload, a while
+ * after the fork that opened its generation. */
+#define PIN_WAIT_NS (3000 * 1000 * 1000ULL)
+static uint64_t pin_check_at;
+static unsigned pin_check_gen;
+
+void ma_plan_pin_check(const struct ma_place *place)
+{
+    if (place->rank != 0 || place->respawn)
+        return;
+    pin_check_at = now_ns() + PIN_WAIT_NS;
+    pin_check_gen = place->gen;
+    ma_wake_listener();
+}
+
+/* Placed at start for a worker 0 that does not pin: back where the
+ * master started. */
+static void leave_start_placement(void)
+{
+    char cpus[4096], lead[4096];
+    self.start_pending = false;
+    if (place_master(&self.original) < 0)
+        return;
+    ma_memory_restore();
+    ma_log(MA_LOG_NOTICE, "master %d -> CPUs %s (its original mask): none of "
+           "its children pinned itself within %llu s, though the "
+           "configuration said worker 0 would, on CPUs %s",
+           getpid(), ma_cpulist_text(&self.original, cpus, sizeof cpus),
+           PIN_WAIT_NS / 1000000000ULL,
+           ma_cpulist_text(&start.worker0, lead, sizeof lead));
+}
+
+void ma_check_pins_if_due(void)
+{
+    if (!pin_check_at || now_ns() < pin_check_at)
+        return;
+    pin_check_at = 0;
+    if (ma_brood_gen_pinned(&brood, pin_check_gen))
+        return;
+    if (self.start_pending)
+        return leave_start_placement();
+    ma_log(MA_LOG_NOTICE, "master %d: none of its children pinned itself "
+           "within %llu s of their fork; nothing to follow (worker 0 pins "
+           "itself only with worker_cpu_affinity)", getpid(),
+           PIN_WAIT_NS / 1000000000ULL);
+}
+
+/* Acts on the leader choice after any event. */
+void ma_apply_decision(void)
+{
+    cpu_set_t target;
+    char units[512];
+
+    switch (ma_brood_decide(&brood, now_ns())) {
+    case MA_HOLD:
+    case MA_WAIT:
+        return;
+    case MA_RESTORE:
+        return restore();
+    case MA_FOLLOW:
+        /* Most events (a death, a sibling's pin, a fork) leave the leader's
+         * mask as it was: it was followed, or refused and said, already. */
+        if (CPU_EQUAL(&brood.lead_mask, &self.handled))
+            return say_same_place();
+        self.handled = brood.lead_mask;
+        said_pid = brood.lead_pid;
+        if (follow_target(&target, units, sizeof units) == 0)
+            follow(&target, units);
+        return;
+    }
+}
+
+/* The earlier of two times, 0 standing for none. */
+static uint64_t earlier(uint64_t a, uint64_t b)
+{
+    if (!a || !b)
+        return a ? a : b;
+    return a < b ? a : b;
+}
+
+uint64_t ma_decisions_due(void)
+{
+    return earlier(earlier(brood.wait_until, touch_up_at), pin_check_at);
+}
+
+void ma_decisions_forget(void)
+{
+    said_pid = 0;
+    pin_check_at = 0;
+    touch_up_at = 0;
+}
