@@ -30,7 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <malloc.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/eventfd.h>
@@ -185,12 +184,8 @@ static void load(void)
 
 static void place_at_start(int argc, char **argv);
 
-/* glibc calls a constructor with main's arguments: the command line that
- * says which configuration nginx will read. */
-__attribute__((constructor)) static void masteraff_init(int argc, char **argv,
-                                                        char **envp)
+static void init(int argc, char **argv)
 {
-    (void)envp;
     pthread_once(&load_once, load);
     /* errno only here: binding it would cost every other program. */
     if (ma_cfg.active) {
@@ -199,6 +194,24 @@ __attribute__((constructor)) static void masteraff_init(int argc, char **argv,
         errno = e;
     }
 }
+
+#ifdef __GLIBC__
+/* glibc calls a constructor with main's arguments: the command line that
+ * says which configuration nginx will read. */
+__attribute__((constructor)) static void masteraff_init(int argc, char **argv,
+                                                        char **envp)
+{
+    (void)envp;
+    init(argc, argv);
+}
+#else
+/* musl calls it with none: no argv, and the command line is read from
+ * /proc/self/cmdline. */
+__attribute__((constructor)) static void masteraff_init(void)
+{
+    init(0, NULL);
+}
+#endif
 
 /* The first interposed call may come before the constructor (from another
  * library's): loading then must not touch the caller's errno. */
@@ -374,13 +387,13 @@ EXPORT int sched_getaffinity(pid_t pid, size_t size, cpu_set_t *mask)
 
 /* ---- the master's side: placing itself ---- */
 
-/* Gives mask to the threads listed in one getdents64 buffer. */
+/* Gives mask to the threads listed in one ma_getdents buffer. */
 static int place_listed_threads(const char *buf, ssize_t len,
                                 const cpu_set_t *mask)
 {
     int rc = 0;
     for (ssize_t off = 0; off < len;) {
-        const struct dirent64 *de = (const struct dirent64 *)(buf + off);
+        const struct ma_dirent *de = (const struct ma_dirent *)(buf + off);
         pid_t tid = (pid_t)atoi(de->d_name);
         if (tid > 0 && REAL(sched_setaffinity)(tid, sizeof *mask, mask) < 0 &&
             errno != ESRCH)
@@ -403,7 +416,7 @@ static int place_all_threads(const cpu_set_t *mask)
     if (fd < 0)
         return REAL(sched_setaffinity)(getpid(), sizeof *mask, mask) |
                REAL(sched_setaffinity)(0, sizeof *mask, mask);
-    while ((len = getdents64(fd, buf, sizeof buf)) > 0)
+    while ((len = ma_getdents(fd, buf, sizeof buf)) > 0)
         rc |= place_listed_threads(buf, len, mask);
     close(fd);
     return rc;
@@ -614,7 +627,7 @@ __attribute__((noinline)) static void give_back_scratch(void)
     char here;
     long page = sysconf(_SC_PAGESIZE);
     uintptr_t top = ((uintptr_t)&here - 4096) & ~(uintptr_t)(page - 1);
-    malloc_trim(0);
+    ma_trim_heap();
     /* Only the main thread's stack has the guard gap below it. */
     if (gettid() == getpid())
         madvise((void *)(top - SCRATCH_STACK), SCRATCH_STACK, MADV_DONTNEED);
