@@ -7,6 +7,8 @@
 # line from /proc/self/cmdline. Then following a reload, a respawn of
 # worker 0, a binary upgrade (USR2), and libnuma's absence said (musl's
 # loader finds no musl libnuma on this machine; Alpine's numactl has one).
+# And test/errnos.c built with musl-gcc: the interposed fork,
+# sched_setaffinity and pthread_setaffinity_np keep errno as libc's do.
 . "$(dirname "$0")/lib.sh"
 PORT=18231
 
@@ -102,6 +104,19 @@ ok $? "the new master serves"
 ! lib_err | grep -qE '\[(error|crit|alert|emerg)\]'
 ok $? "no library line above warn"
 stop_nginx
+
+# ---- the interposed calls keep errno, as with glibc (test/errnos.c) ----
+musl-gcc -std=gnu11 -Wall -Wextra -Werror -g -O1 -pthread -o "$T/errnos" \
+    "$SRCDIR/test/errnos.c" >"$T/cc.log" 2>&1 ||
+    { echo "Bail out! test/errnos.c does not build with musl-gcc"; sed 's/^/# /' "$T/cc.log"; exit 1; }
+errnos() {
+    env LD_PRELOAD="$LIB" MASTERAFF_PROGRAMS=errnos MASTERAFF_SYSFS="$T/sys" \
+        "$T/errnos" "$@" 2>"$T/err"
+}
+relay "musl errnos basic" errnos basic
+grep -q "masteraff: master [0-9]* stays on CPUs 0-1 (packages 0,1), already there for worker" "$T/err"
+ok $? "errnos basic: the library followed its children's pins (fork, sched_setaffinity, pthread_setaffinity_np)"
+relay "musl errnos emfile" errnos emfile
 
 # ---- the command line's bounds ----
 out=$(env LD_PRELOAD="$LIB" MASTERAFF_SYSFS="$T/sys" MASTERAFF_LOG=debug "$NGINX" -t -c "$T/nginx.conf" 2>&1)
