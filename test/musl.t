@@ -117,6 +117,9 @@ relay "musl errnos basic" errnos basic
 grep -q "masteraff: master [0-9]* stays on CPUs 0-1 (packages 0,1), already there for worker" "$T/err"
 ok $? "errnos basic: the library followed its children's pins (fork, sched_setaffinity, pthread_setaffinity_np)"
 relay "musl errnos emfile" errnos emfile
+# In a program that is not a target the library stays inert (busybox, the
+# entrypoint's tools in nginx:alpine).
+relay "musl errnos basic, not a target" env LD_PRELOAD="$LIB" "$T/errnos" basic
 
 # ---- the command line's bounds ----
 out=$(env LD_PRELOAD="$LIB" MASTERAFF_SYSFS="$T/sys" MASTERAFF_LOG=debug "$NGINX" -t -c "$T/nginx.conf" 2>&1)
