@@ -92,8 +92,7 @@ is "$exported" "execv execve execvp fork pthread_setaffinity_np sched_getaffinit
     "it exports the interposed functions alone"
 out=$(env -u MASTERAFF_LIBRARY "$cmd" --log notice true 2>&1)
 grep -q "nor as /usr/lib/libmasteraff.so" <<<"$out"
-ok $? "the stage's masteraff command runs and looks for the library in /usr/lib" ||
-    diag "$out"
+ok $? "the stage's masteraff command runs and looks for the library in /usr/lib"
 
 # ---- what the container runs ----
 
@@ -127,12 +126,11 @@ wait_for "[ \"\$(cpus_of $m)\" = 1 ]"
 is "$(cpus_of "$m")" 1 "the master follows worker 0 to CPU 1"
 wait_for "grep -q 'placed there at start' $T/error.log"
 grep -q "\[notice\] .*masteraff: master $m stays on CPUs 1 (package 1), placed there at start for worker $w0 on CPU 1, .*; memory not moved to node 0 (libnuma.so.1 not found)" "$T/error.log"
-ok $? "the log line says the placement, and that no libnuma is found here" ||
-    grep masteraff "$T/error.log" | sed 's/^/#   /'
+ok $? "the log line says the placement, and that no libnuma is found here"
 serves
 ok $? "nginx serves"
 "$cmd" status --check --sysfs "$T/sys" "$T/nginx.pid" >"$T/status" 2>&1
-is "$?" 0 "the stage's masteraff status --check exits 0" || sed 's/^/#   /' "$T/status"
+is "$?" 0 "the stage's masteraff status --check exits 0"
 kill -QUIT "$m"
 wait "$fg"
 is "$?" 0 "SIGQUIT: nginx exits with status 0"
