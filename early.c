@@ -92,8 +92,8 @@ static void decide_for_command_line(int argc, char **argv,
  * reading cut short. */
 #define CMDLINE_MAX (128 * 1024)
 
-/* The process's arguments from /proc/self/cmdline, allocated rather than
- * on the stack that nginx's first calls reuse. */
+/* The process's arguments from /proc/self/cmdline: allocated, as 128 KiB
+ * has no place on the stack before main(). */
 struct cmdline {
     char *text; /* the arguments, each ending in '\0' */
     char **argv;
@@ -128,33 +128,38 @@ static void split_arguments(struct cmdline *c, size_t len)
             c->argv[n++] = c->text + i + 1;
 }
 
+static const char cmdline_path[] = "/proc/self/cmdline";
+
+static int cannot_read(struct cmdline *c, struct ma_early *e)
+{
+    doubt(e, "cannot read %s: %s", cmdline_path, strerror(errno));
+    free(c->text);
+    return -1;
+}
+
 /* Returns 0 with c filled, or -1 with the doubt said in e. */
 static int read_cmdline(struct cmdline *c, struct ma_early *e)
 {
-    static const char path[] = "/proc/self/cmdline";
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
     ssize_t len;
+    int fd = -1;
 
     memset(c, 0, sizeof *c);
-    c->text = fd < 0 ? NULL : malloc(CMDLINE_MAX + 1);
-    len = c->text ? read_all(fd, c->text, CMDLINE_MAX + 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    if (len < 0 || len > CMDLINE_MAX) {
-        if (len < 0)
-            doubt(e, "cannot read %s: %s", path, strerror(errno));
-        else
-            doubt(e, "%s is longer than %d bytes", path, CMDLINE_MAX);
+    c->text = malloc(CMDLINE_MAX + 1);
+    if (!c->text || (fd = open(cmdline_path, O_RDONLY | O_CLOEXEC)) < 0)
+        return cannot_read(c, e);
+    len = read_all(fd, c->text, CMDLINE_MAX + 1);
+    close(fd);
+    if (len < 0)
+        return cannot_read(c, e);
+    if (len > CMDLINE_MAX) {
+        doubt(e, "%s is longer than %d bytes", cmdline_path, CMDLINE_MAX);
         free(c->text);
         return -1;
     }
     c->text[len] = '\0';
     split_arguments(c, (size_t)len);
-    if (len > 0 && !c->argv) {
-        doubt(e, "cannot read %s: %s", path, strerror(errno));
-        free(c->text);
-        return -1;
-    }
+    if (len > 0 && !c->argv)
+        return cannot_read(c, e);
     return 0;
 }
 
