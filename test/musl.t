@@ -56,6 +56,12 @@ ok $? "musl's loader runs it: nginx -v"
 needed=$(LC_ALL=C readelf -d "$LIB" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
 is "$needed" "libc.so " "the library needs musl's libc.so alone (not glibc's libc.so.6)"
 
+# The glibc build in a musl program: musl's loader refuses to start it.
+out=$(env LD_PRELOAD="$SRCDIR/libmasteraff.so" "$NGINX" -v 2>&1)
+is "$?" 127 "the glibc build preloaded: a musl nginx does not start (status 127)"
+grep -q "^Error relocating $SRCDIR/libmasteraff.so: " <<<"$out"
+ok $? "and musl's loader names the library it could not relocate"
+
 # ---- placement at start, from /proc/self/cmdline ----
 musl_conf "10 01"
 MASTERAFF_LOG=debug start_nginx
