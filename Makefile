@@ -85,17 +85,29 @@ arm64:
 	$(MAKE) -C build-arm64 CC=$(ARM64_CC) \
 		DEB_HOST_MULTIARCH=aarch64-linux-gnu PREFIX=$(PREFIX) $(LIB) $(CMD)
 
+# The library and the command built against musl (Alpine's libc, as in
+# the nginx:alpine image) in build-musl/, from a copy of the sources as for
+# arm64 (CI and test/musl.t). Alpine has no multiarch directory: the
+# command looks for the library in $(PREFIX)/lib.
+MUSL_CC = musl-gcc
+musl:
+	mkdir -p build-musl
+	cp -p --parents $(ARM64_SRC) build-musl/
+	$(MAKE) -C build-musl CC=$(MUSL_CC) LIBDIR=$(PREFIX)/lib \
+		PREFIX=$(PREFIX) $(LIB) $(CMD)
+
 # What the tests need on Debian 12 (CI runs this as root). The arm64 ones:
 # the cross compiler, libc6-dev:arm64 for dpkg-buildpackage -a arm64
 # (dpkg-shlibdeps reads libc6:arm64's symbols), qemu for the arm64 guests
 # and UEFI firmware for their ACPI boot. The guests' own arm64 packages
 # are downloaded by test/vm/prepare, never installed. wrk for
-# scripts/crosschip in the guests.
+# scripts/crosschip in the guests. musl-tools for make musl and a musl
+# nginx (test/musl.t).
 TEST_DEPS = build-essential clang nginx-light curl procps psmisc numactl \
 	libnuma1 valgrind qemu-system-x86 busybox-static cpio xz-utils groff-base \
 	debhelper lintian uwsgi-core libclang-rt-14-dev bash-completion python3 \
 	wrk crossbuild-essential-arm64 libc6-dev:arm64 qemu-system-arm \
-	qemu-efi-aarch64
+	qemu-efi-aarch64 musl-tools
 
 deps:
 	dpkg --add-architecture arm64
@@ -148,6 +160,6 @@ deb:
 
 clean:
 	rm -f $(LIB) $(CMD) $(UNIT_TESTS) $(ASAN_TESTS) $(TEST_HELPERS)
-	rm -rf build-arm64
+	rm -rf build-arm64 build-musl
 
-.PHONY: all deps man-check check install demo fuzz deb clean arm64
+.PHONY: all deps man-check check install demo fuzz deb clean arm64 musl

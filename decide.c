@@ -11,23 +11,21 @@
 #define _GNU_SOURCE
 #include "state.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* Gives mask to the threads listed in one getdents64 buffer. */
+/* Gives mask to the threads listed in one ma_getdents buffer. */
 static int place_listed_threads(const char *buf, ssize_t len,
                                 const cpu_set_t *mask)
 {
     int rc = 0;
     for (ssize_t off = 0; off < len;) {
-        const struct dirent64 *de = (const struct dirent64 *)(buf + off);
+        const struct ma_dirent *de = (const struct ma_dirent *)(buf + off);
         pid_t tid = (pid_t)atoi(de->d_name);
         if (tid > 0 && REAL(sched_setaffinity)(tid, sizeof *mask, mask) < 0 &&
             errno != ESRCH)
@@ -50,7 +48,7 @@ static int place_all_threads(const cpu_set_t *mask)
     if (fd < 0)
         return REAL(sched_setaffinity)(getpid(), sizeof *mask, mask) |
                REAL(sched_setaffinity)(0, sizeof *mask, mask);
-    while ((len = getdents64(fd, buf, sizeof buf)) > 0)
+    while ((len = ma_getdents(fd, buf, sizeof buf)) > 0)
         rc |= place_listed_threads(buf, len, mask);
     close(fd);
     return rc;
@@ -252,7 +250,7 @@ __attribute__((noinline)) static void give_back_scratch(void)
     char here;
     long page = sysconf(_SC_PAGESIZE);
     uintptr_t top = ((uintptr_t)&here - 4096) & ~(uintptr_t)(page - 1);
-    malloc_trim(0);
+    ma_trim_heap();
     /* Only the main thread's stack has the guard gap below it. */
     if (gettid() == getpid())
         madvise((void *)(top - SCRATCH_STACK), SCRATCH_STACK, MADV_DONTNEED);

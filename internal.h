@@ -7,6 +7,8 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
+#include <stdint.h>
 #include <stdbool.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -23,6 +25,31 @@ static inline int ma_stat(const char *path, struct stat *st)
 static inline int ma_fstat(int fd, struct stat *st)
 {
     return (int)syscall(SYS_newfstatat, fd, "", st, AT_EMPTY_PATH);
+}
+
+/* One entry of the getdents64 system call's buffer, as the kernel lays it
+ * out. The call itself, not libc's getdents64: musl declares its own with
+ * struct dirent, and from 1.2.4 only under _LARGEFILE64_SOURCE. */
+struct ma_dirent {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+static inline ssize_t ma_getdents(int fd, void *buf, size_t len)
+{
+    return (ssize_t)syscall(SYS_getdents64, fd, buf, len);
+}
+
+/* Gives the heap's free pages back to the kernel where libc has a call
+ * for it: glibc's malloc_trim. musl has none. */
+static inline void ma_trim_heap(void)
+{
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
 }
 
 enum ma_log_level {
@@ -87,7 +114,7 @@ struct ma_early {
 };
 
 /* Fills *e for an nginx-family program started as argv with the mask
- * original. */
+ * original. argv NULL: the command line is read from /proc/self/cmdline. */
 void ma_early_decide(int argc, char **argv, const cpu_set_t *original,
                      struct ma_early *e);
 

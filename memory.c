@@ -409,6 +409,12 @@ const char *ma_memory_prefer_at_start(int node)
     const unsigned long *mask;
     if (!ma_cfg.migrate)
         return "memory left alone (MASTERAFF_MIGRATE=off)";
+#ifndef __GLIBC__
+    /* musl's loader keeps LD_LIBRARY_PATH as a pointer into the
+     * environment's strings, which nginx overwrites with its process
+     * title after main(): libnuma is opened now, while the path holds. */
+    load_numa();
+#endif
     if (node < 0)
         return "no NUMA node found for worker 0's CPU";
     if (user_policy(&mask) != MPOL_DEFAULT)

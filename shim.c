@@ -78,12 +78,8 @@ static void load(void)
         load_target();
 }
 
-/* glibc calls a constructor with main's arguments: the command line that
- * says which configuration nginx will read. */
-__attribute__((constructor)) static void masteraff_init(int argc, char **argv,
-                                                        char **envp)
+static void init(int argc, char **argv)
 {
-    (void)envp;
     pthread_once(&load_once, load);
     /* errno only here: binding it would cost every other program. */
     if (ma_cfg.active) {
@@ -92,6 +88,24 @@ __attribute__((constructor)) static void masteraff_init(int argc, char **argv,
         errno = e;
     }
 }
+
+#ifdef __GLIBC__
+/* glibc calls a constructor with main's arguments: the command line that
+ * says which configuration nginx will read. */
+__attribute__((constructor)) static void masteraff_init(int argc, char **argv,
+                                                        char **envp)
+{
+    (void)envp;
+    init(argc, argv);
+}
+#else
+/* musl calls it with none: no argv, and the command line is read from
+ * /proc/self/cmdline. */
+__attribute__((constructor)) static void masteraff_init(void)
+{
+    init(0, NULL);
+}
+#endif
 
 /* The first interposed call may come before the constructor (from another
  * library's): loading then must not touch the caller's errno. */

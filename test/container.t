@@ -26,76 +26,9 @@ container_cleanup() {
     rm -rf "$T"
 }
 trap container_cleanup EXIT
+. "$SRCDIR/test/dockerfile.sh"
 
 # ---- the Dockerfile ----
-
-# Logical lines: comments and blank lines dropped, continuations joined.
-logical_lines() {
-    awk '
-    /^[[:space:]]*#/ || /^[[:space:]]*$/ { next }
-    {
-        line = cont ? line " " $0 : $0
-        if (sub(/[[:space:]]*\\[[:space:]]*$/, "", line)) { cont = 1; next }
-        cont = 0
-        print line
-    }
-    END { if (cont) print "\\UNTERMINATED " line }' "$1"
-}
-
-# Prints every syntax problem of the Dockerfile, one a line: instructions
-# it does not know, something other than ARG before the first FROM, a bad
-# FROM, COPY --from naming no earlier stage, a malformed ENV, ARG or
-# WORKDIR, an empty RUN or CMD, a continuation at the end of the file.
-dockerfile_lint() {
-    logical_lines "$1" | awk '
-    BEGIN {
-        split("FROM RUN CMD LABEL MAINTAINER EXPOSE ENV ADD COPY ENTRYPOINT " \
-              "VOLUME USER WORKDIR ARG ONBUILD STOPSIGNAL HEALTHCHECK SHELL", k)
-        for (i in k) known[k[i]] = 1
-        stages = 0
-    }
-    function problem(msg) { print NR ": " msg ": " $0 }
-    {
-        ins = toupper($1)
-        if ($1 == "\\UNTERMINATED") { problem("line continuation at the end of the file"); next }
-        if (!(ins in known)) { problem("unknown instruction " $1); next }
-        if (stages == 0 && ins != "FROM" && ins != "ARG") { problem("before the first FROM"); next }
-        n = 0
-        for (i = 2; i <= NF; i++) if ($i !~ /^--/) a[++n] = $i
-        if (ins == "FROM") {
-            if (n == 1 || (n == 3 && toupper(a[2]) == "AS")) {
-                if (n == 3) {
-                    if (a[3] in stage) problem("stage " a[3] " named twice")
-                    stage[tolower(a[3])] = 1
-                }
-                stages++
-            } else problem("FROM wants IMAGE [AS NAME]")
-        } else if (ins == "COPY" || ins == "ADD") {
-            if (n < 2) problem(ins " wants a source and a destination")
-            for (i = 2; i <= NF; i++) {
-                if ($i !~ /^--/) break
-                if ($i ~ /^--from=/) {
-                    f = substr($i, 8)
-                    if (!(tolower(f) in stage) && !(f ~ /^[0-9]+$/ && f + 0 < stages - 1) && f !~ /[:\/]/)
-                        problem("--from=" f " names no earlier stage")
-                } else if ($i !~ /^--(chown|chmod)=./ && $i != "--link")
-                    problem("unknown flag " $i)
-            }
-        } else if (ins == "ENV") {
-            if (n == 0) problem("empty ENV")
-            else if (a[1] !~ /=/) { if (n < 2) problem("ENV wants NAME=VALUE") }
-            else for (i = 1; i <= n; i++)
-                if (a[i] !~ /^[A-Za-z_][A-Za-z0-9_]*=/) problem("bad ENV " a[i])
-        } else if (ins == "ARG") {
-            if (n != 1 || a[1] !~ /^[A-Za-z_][A-Za-z0-9_]*(=.*)?$/) problem("ARG wants NAME[=DEFAULT]")
-        } else if (ins == "WORKDIR") {
-            if (n != 1) problem("WORKDIR wants one path")
-        } else if (ins == "RUN" || ins == "CMD" || ins == "ENTRYPOINT") {
-            if (n == 0) problem("empty " ins)
-        }
-    }
-    END { if (stages == 0) print "no FROM" }'
-}
 
 problems=$(dockerfile_lint "$DOCKERFILE")
 is "$problems" "" "the Dockerfile's syntax is sound (instructions, stages, COPY --from, ENV, ARG)"
@@ -114,20 +47,6 @@ declare -A args=([TARGETARCH]=$arch)
 while read -r name value; do args[$name]=$value; done < <(
     logical_lines "$DOCKERFILE" | awk 'toupper($1) == "FROM" {exit}
         toupper($1) == "ARG" && $2 ~ /=/ {i = index($2, "="); print substr($2, 1, i - 1), substr($2, i + 1)}')
-expand() {
-    local s=$1 n
-    for n in "${!args[@]}"; do s=${s//\$\{$n\}/${args[$n]}}; s=${s//\$$n/${args[$n]}}; done
-    echo "$s"
-}
-
-# stage_lines NAME|last: the logical lines of one stage, FROM excluded.
-stage_lines() {
-    logical_lines "$DOCKERFILE" | awk -v want="$1" '
-        toupper($1) == "FROM" { n++; name = (toupper($(NF - 1)) == "AS" ? tolower($NF) : ""); next }
-        n && (name == want) { print; next }
-        n { last[n] = last[n] $0 "\n" }
-        END { if (want == "last") printf "%s", last[n] }'
-}
 
 froms=$(logical_lines "$DOCKERFILE" | awk 'toupper($1) == "FROM" {for (i = 2; i <= NF; i++) if ($i !~ /^--/) {print $i; break}}')
 build_image=$(expand "$(sed -n 1p <<<"$froms")")
@@ -163,40 +82,6 @@ is "${from#--from=} $dest" "build /" "the build stage's tree is copied onto the 
 
 # ---- the build stage, run on the sources ----
 
-# run_stage DIR [TARGETARCH]: the build stage's WORKDIR, COPY and RUN with
-# its paths below DIR; the build context is the repository. apt-get needs
-# the network and installs what is here already.
-run_stage() {
-    local stage=$1 workdir=/ rc=0 ins rest words dst
-    mkdir -p "$stage"
-    while read -r ins rest; do
-        case ${ins^^} in
-        WORKDIR) workdir=$rest; mkdir -p "$stage$workdir" ;;
-        COPY)
-            read -ra words <<<"$rest"
-            dst=${words[-1]}
-            [[ $dst == /* ]] || dst=$workdir/$dst
-            mkdir -p "$stage$dst"
-            # Unquoted on purpose: the sources are globs, expanded in the
-            # context. A folder's contents are copied, as COPY does.
-            # shellcheck disable=SC2068
-            (cd "$SRCDIR" && for s in ${words[@]:0:${#words[@]}-1}; do
-                if [ -d "$s" ]; then cp -r -- "$s/." "$stage$dst/" || exit 1
-                else cp -- "$s" "$stage$dst/" || exit 1; fi
-            done) || rc=1 ;;
-        RUN)
-            if [[ $rest == apt-get* ]]; then
-                diag "build stage: skipped (network): RUN ${rest:0:60}..."
-            else
-                (cd "$stage$workdir" && TARGETARCH=${2:-} sh -c "$rest") >"$T/stage.log" 2>&1 || {
-                    rc=1
-                    sed 's/^/#   /' "$T/stage.log"
-                }
-            fi ;;
-        esac
-    done < <(stage_lines build)
-    return $rc
-}
 stage=$T/stage
 run_stage "$stage"
 ok $? "the build stage's COPY and RUN work on the sources"

@@ -95,7 +95,8 @@ want="$SYSLIB
 /usr/share/doc/$PKG/copyright
 /usr/share/doc/$PKG/changelog.Debian.gz
 $EXAMPLES/systemd/masteraff.conf
-$EXAMPLES/docker/Dockerfile"
+$EXAMPLES/docker/Dockerfile
+$EXAMPLES/docker/Dockerfile.alpine"
 dpkg-deb -c "$deb" | awk '$1 !~ /^d/ {sub(/^\./, "", $6); print $6}' | sort >"$T/contents"
 missing=$(comm -23 <(echo "$want" | sort) "$T/contents")
 is "$missing" "" "the .deb has the library, the command, both manual pages, copyright and the examples"
