@@ -341,18 +341,117 @@ static void test_syntax(void)
     none("no space after a quoted word", "unexpected \"0\"", "-c", c());
     conf("nginx.conf", "worker_cpu_affinity 10;\n;");
     none("a lone ';'", "unexpected \";\"", "-c", c());
-    conf("nginx.conf", "worker_cpu_affinity 10;\n"
-                       "init_by_lua_block { local s = '}' }");
-    none("a Lua block", "Lua block", "-c", c());
-    conf("nginx.conf", "worker_cpu_affinity 10;\nhttp { server {\n"
-                       "    content_by_lua_block { -- don't\n } } }");
-    none("a Lua block inside http", "Lua block", "-c", c());
     put_bytes("nginx.conf", "worker_cpu_affinity 10;\n#\0\n", 27);
     none("a NUL byte", "NUL byte", "-c", c());
     conf("nginx.conf", "worker_cpu_affinity 10;\nevents_x { worker_cpu_affinity 01; }");
     place("an unknown block is skipped", "1", "-c", c());
     put("nginx.conf", "worker_cpu_affinity 10;\r\nmaster_process\ton;\r\n");
     place("CR LF and tabs", "1", "-c", c());
+}
+
+/* nginx.conf with a Lua block in a location, another in http (each body
+ * given), and worker_cpu_affinity after them: a body misread moves where
+ * the http block ends, and the mask is lost. */
+static void lua_conf(const char *http_body, const char *location_body)
+{
+    static char text[16384];
+    snprintf(text, sizeof text,
+             "worker_processes 2;\nevents { }\nhttp {\n"
+             "    init_by_lua_block {%s}\n"
+             "    server {\n        location / {\n"
+             "            content_by_lua_block {%s}\n"
+             "        }\n    }\n}\nworker_cpu_affinity 10 01;\n",
+             http_body, location_body);
+    put("nginx.conf", text);
+}
+
+/* lua WHAT BODY: a Lua block nginx reads to its end; the mask after it
+ * is found. */
+#define lua(what, body)                                                     \
+    do {                                                                    \
+        lua_conf(" ", body);                                                \
+        place(what, "1", "-c", c());                                        \
+    } while (0)
+
+/* lua_none WHAT REASON-PART BODY: a Lua block nginx stops at. */
+#define lua_none(what, part, body)                                          \
+    do {                                                                    \
+        lua_conf(" ", body);                                                \
+        none(what, part, "-c", c());                                        \
+    } while (0)
+
+/* Each case here agrees with Debian's nginx 1.22 and its Lua module
+ * 0.10.23 (nginx -t), as test/lua.t checks for some of them. */
+static void test_lua(void)
+{
+    static char body[8192];
+    char filler[6000];
+    lua("an empty block", "");
+    lua("nested table constructors", " local t = {a = {b = {}}, {1}} ");
+    lua("a brace in single quotes", " local s = '}' ");
+    lua("braces and ';' in double quotes", " local s = \"{;}}\" ");
+    lua("an escaped quote in a string", " local s = \"\\\"}\" ");
+    lua("an escaped backslash ends a string", " local s = '\\\\' ");
+    lua("a long bracket string", " local s = [[ } ]] ");
+    lua("a long bracket of level 2, ']]' inside",
+        " local s = [==[ ]] } ]=] ]==] ");
+    lua("a line comment", " -- } don't\n");
+    lua("a long comment", " --[[ }\n } ]] ");
+    lua("a long comment of level 1", " --[=[ ]] } ]=] ");
+    lua("'--[=' without its '[' is a line comment", " --[= }\n");
+    lua("a '\\z' in a string", " local s = \"a\\z\n   b\" ");
+    lua("a quote inside a comment", " -- it's\n");
+    lua("'[=' that opens nothing", " local x = a[=1] ");
+    lua("nginx's '#' is no comment in Lua", " local n = #t ");
+    lua("'$' and '{' are Lua's, not nginx's variables", " local v = \"${x}\" ");
+    lua("CR LF line ends", " local a = 1\r\n local b = {}\r\n");
+    lua_conf(" local cache = {} ", " ngx.say(cache[1]) ");
+    place("a block in http and one in a location", "1", "-c", c());
+    put("nginx.conf", "worker_processes 2;\nevents { }\nhttp { server {\n"
+                      "set_by_lua_block $v { return \"}\" }\n"
+                      "access_by_lua_block{return}\n"
+                      "balancer_by_lua_block { } log_by_lua_block { }\n"
+                      "} }\nworker_cpu_affinity 10 01;\n");
+    place("set_by_lua_block with its variable, a block with no space", "1",
+          "-c", c());
+    put("nginx.conf", "worker_processes 2;\nevents { }\n"
+                      "http { my_lua_block { a \"}\" b; } }\n"
+                      "worker_cpu_affinity 10 01;\n");
+    place("a name not ending in _by_lua_block: nginx's block", "1", "-c", c());
+
+    lua_none("a string with a backslash before a newline ends there",
+             "unexpected end of file", " local s = \"a\\\n}\" ");
+    lua_none("a string with a newline is none: its '}' closes the block",
+             "unexpected end of file", " local s = \"}\n\" ");
+    lua_none("an unterminated block", "terminating characters",
+             " local t = {{{{ ");
+    lua_none("an unclosed long bracket", "closing long bracket",
+             " local s = [==[ ]] ");
+    lua_none("an unclosed long comment", "closing long bracket",
+             " --[[ } ");
+
+    /* nginx's buffer: the lexer sees 2048 to 4096 bytes from where it
+     * is; a token longer than that is refused, and a line comment that
+     * runs past it ends there. */
+    memset(filler, 'x', sizeof filler - 1);
+    filler[sizeof filler - 1] = '\0';
+    snprintf(body, sizeof body, " %.3000s ", filler);
+    lua("3000 bytes with no token", body);
+    snprintf(body, sizeof body, " \"%.3000s\" ", filler);
+    lua("a string of 3000 bytes", body);
+    snprintf(body, sizeof body, " [[%.3000s]] ", filler);
+    lua("a long bracket of 3000 bytes", body);
+    snprintf(body, sizeof body, " %.5000s ", filler);
+    lua_none("5000 bytes with no token", "too long lua code block", body);
+    snprintf(body, sizeof body, " \"%.5000s\" ", filler);
+    lua_none("a string of 5000 bytes", "too long lua code block", body);
+    snprintf(body, sizeof body, " [[%.5000s]] ", filler);
+    lua_none("a long bracket of 5000 bytes", "closing long bracket", body);
+    snprintf(body, sizeof body, " --%.1000s }\n", filler);
+    lua("a '}' in a comment line of 1000 bytes", body);
+    snprintf(body, sizeof body, " --%.5000s }\n", filler);
+    lua_none("a '}' in a comment line past the buffer closes the block",
+             "unexpected \"}\"", body);
 }
 
 static void test_long_words(void)
@@ -589,6 +688,7 @@ int main(void)
     test_params();
     test_prefix();
     test_syntax();
+    test_lua();
     test_long_words();
     test_modes();
     test_bad_files();
