@@ -63,6 +63,10 @@ struct ctx {
     size_t total;
     bool files_cut; /* the list of files ends in "..." */
     bool failed;
+    const char *exe;  /* the executable, read only when needed */
+    bool scanned;     /* the executable's tags were looked for */
+    bool angie;       /* the executable is Angie's */
+    int tengine;      /* Tengine's version (major * 1000 + minor), or 0 */
     int master;       /* master_process: -1 unset, 0 off, 1 on */
     long workers;     /* worker_processes: -1 unset */
     bool affinity;    /* worker_cpu_affinity seen */
@@ -998,17 +1002,30 @@ static void parse_options(int argc, char *const argv[], struct options *o)
             return;
 }
 
-/* ---- the compiled-in paths, from "nginx -V"'s string in the binary ---- */
+/* ---- the executable: "nginx -V"'s configure arguments, and the fork ---- */
 
-#define CONFIGURE_TAG "configure arguments:"
 #define CONFIGURE_MAX 16384
 
-/* Offset of the tag in the file, or -1. Reads in chunks that overlap by
- * the tag's length, so a tag across two chunks is found. */
-static off_t find_tag(int fd, off_t size)
+enum { TAG_CONFIGURE, TAG_ANGIE, TAG_TENGINE, N_TAGS };
+
+/* What "nginx -V" and "-v" print: the configure arguments, and the
+ * version lines of the forks whose rules differ from nginx's. */
+static const char *const exe_tags[N_TAGS] = {
+    "configure arguments:",
+    "Angie version: Angie/",
+    "Tengine version: Tengine/",
+};
+#define TAG_MAX 32
+
+/* Offset of the configure arguments' tag in the file, or -1. Reads in
+ * chunks that overlap by the tag's length, so a tag across two chunks is
+ * found. */
+static off_t find_configure(int fd, off_t size)
 {
-    enum { CHUNK = 65536, TAG = sizeof CONFIGURE_TAG - 1 };
-    char *buf = malloc(TAG + CHUNK);
+    enum { CHUNK = 65536 };
+    const char *tag = exe_tags[TAG_CONFIGURE];
+    size_t len = strlen(tag);
+    char *buf = malloc(TAG_MAX + CHUNK);
     off_t at = 0, found = -1;
     size_t carry = 0;
     while (buf && found < 0 && at < size) {
@@ -1020,15 +1037,81 @@ static off_t find_tag(int fd, off_t size)
         if (n <= 0)
             break;
         have = carry + (size_t)n;
-        hit = memmem(buf, have, CONFIGURE_TAG, TAG);
+        hit = memmem(buf, have, tag, len);
         if (hit)
             found = at - (off_t)carry + (hit - buf);
         at += n;
-        carry = have < TAG - 1 ? have : TAG - 1;
+        carry = have < len - 1 ? have : len - 1;
         memmove(buf, buf + have - carry, carry);
     }
     free(buf);
     return found;
+}
+
+/* The forks' version lines: ngx_show_version_info prints them with the
+ * configure arguments, and the compiler keeps one function's strings
+ * together (about 2 KB apart in Angie's and Tengine's builds), so they
+ * are looked for around that tag only. */
+static void find_forks(int fd, off_t configure, off_t found[N_TAGS])
+{
+    enum { WINDOW = 32768 };
+    off_t from = configure > WINDOW ? configure - WINDOW : 0;
+    char *buf = malloc(2 * WINDOW);
+    ssize_t n;
+    found[TAG_ANGIE] = found[TAG_TENGINE] = -1;
+    while (buf && (n = pread(fd, buf, 2 * WINDOW, from)) < 0 && errno == EINTR)
+        ;
+    for (int i = TAG_ANGIE; buf && n > 0 && i < N_TAGS; i++) {
+        char *hit = memmem(buf, (size_t)n, exe_tags[i], strlen(exe_tags[i]));
+        if (hit)
+            found[i] = from + (hit - buf);
+    }
+    free(buf);
+}
+
+/* Tengine's version after its tag, as major * 1000 + minor; 1 when it
+ * cannot be read (taken as an old one). */
+static int tengine_version(int fd, off_t tag)
+{
+    char v[16] = "";
+    unsigned major = 0, minor = 0;
+    ssize_t n = pread(fd, v, sizeof v - 1,
+                      tag + (off_t)strlen(exe_tags[TAG_TENGINE]));
+    if (n <= 0 || sscanf(v, "%3u.%3u", &major, &minor) != 2)
+        return 1;
+    return (int)(major * 1000 + minor);
+}
+
+/* Opens the executable and finds its tags; -1 when it cannot be read,
+ * said when `say`. */
+static int scan_exe(struct ctx *c, off_t found[N_TAGS], bool say)
+{
+    struct stat st;
+    int fd = c->exe ? open(c->exe, O_RDONLY | O_CLOEXEC | O_NOCTTY |
+                                       O_NONBLOCK)
+                    : -1;
+    c->scanned = true;
+    if (fd < 0) {
+        if (say)
+            fail(c, "the executable cannot be read for its compiled-in "
+                    "paths");
+        return -1;
+    }
+    if (ma_fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_size > MA_NGX_MAX_EXE_BYTES) {
+        if (say)
+            fail(c, "%s: not a regular file within %ld bytes", c->exe,
+                 MA_NGX_MAX_EXE_BYTES);
+        close(fd);
+        return -1;
+    }
+    found[TAG_CONFIGURE] = find_configure(fd, st.st_size);
+    find_forks(fd, found[TAG_CONFIGURE], found);
+    c->angie = found[TAG_ANGIE] >= 0;
+    c->tengine = found[TAG_TENGINE] >= 0
+                     ? tengine_version(fd, found[TAG_TENGINE])
+                     : 0;
+    return fd;
 }
 
 /* One word of the configure arguments, as auto/options quotes it: a value
@@ -1054,16 +1137,18 @@ static const char *configure_word(const char *p, char *out, size_t len,
 }
 
 /* NGX_PREFIX and NGX_CONF_PATH as auto/options and auto/configure make
- * them from the arguments: defaults /usr/local/nginx and conf/nginx.conf,
- * an empty --prefix= for none (the working directory). */
+ * them from the arguments: defaults /usr/local/nginx and conf/nginx.conf
+ * (Angie's configure: /usr/local/angie and conf/angie.conf; Tengine and
+ * freenginx keep nginx's), an empty --prefix= for none (the working
+ * directory). */
 static bool configure_paths(struct ctx *c, const char *args, char *prefix,
                             char *conf)
 {
     char word[PATH_MAX + 32];
     const char *value;
     bool fits;
-    strcpy(prefix, "/usr/local/nginx");
-    strcpy(conf, "conf/nginx.conf");
+    strcpy(prefix, c->angie ? "/usr/local/angie" : "/usr/local/nginx");
+    strcpy(conf, c->angie ? "conf/angie.conf" : "conf/nginx.conf");
     for (const char *p = args; *p;) {
         if (*p == ' ') {
             p++;
@@ -1083,37 +1168,30 @@ static bool configure_paths(struct ctx *c, const char *args, char *prefix,
 }
 
 /* Reads the configure arguments out of the executable. */
-static bool compiled_paths(struct ctx *c, const char *exe, char *prefix,
-                           char *conf)
+static bool compiled_paths(struct ctx *c, char *prefix, char *conf)
 {
-    struct stat st;
+    off_t found[N_TAGS];
     char *args = NULL;
-    off_t at;
     ssize_t n = -1;
     bool good = false;
-    int fd = exe ? open(exe, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
-                 : -1;
+    int fd = scan_exe(c, found, true);
     if (fd < 0)
-        return fail(c, "the executable cannot be read for its compiled-in "
-                       "paths");
-    if (ma_fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-        st.st_size > MA_NGX_MAX_EXE_BYTES)
-        fail(c, "%s: not a regular file within %ld bytes", exe,
-             MA_NGX_MAX_EXE_BYTES);
-    else if ((at = find_tag(fd, st.st_size)) < 0)
-        fail(c, "%s: no \"" CONFIGURE_TAG "\" string", exe);
+        return false;
+    if (found[TAG_CONFIGURE] < 0)
+        fail(c, "%s: no \"%s\" string", c->exe, exe_tags[TAG_CONFIGURE]);
     else if (!(args = malloc(CONFIGURE_MAX + 1)))
         fail(c, "out of memory");
     else if ((n = pread(fd, args, CONFIGURE_MAX,
-                        at + (off_t)sizeof CONFIGURE_TAG - 1)) < 0)
-        fail(c, "%s: read failed", exe);
+                        found[TAG_CONFIGURE] +
+                            (off_t)strlen(exe_tags[TAG_CONFIGURE]))) < 0)
+        fail(c, "%s: read failed", c->exe);
     close(fd);
     if (n >= 0) {
         char *end;
         args[n] = '\0';
         end = strchr(args, '\n');
         if (!end || (args[0] != '\n' && args[0] != ' '))
-            fail(c, "%s: configure arguments not understood", exe);
+            fail(c, "%s: configure arguments not understood", c->exe);
         else {
             *end = '\0';
             good = configure_paths(c, args, prefix, conf);
@@ -1127,7 +1205,7 @@ static bool compiled_paths(struct ctx *c, const char *exe, char *prefix,
  * and the conf prefix that includes are relative to (the directory of
  * that file). */
 static bool locate_conf(struct ctx *c, const struct options *o,
-                        const char *exe, char *conf_file)
+                        char *conf_file)
 {
     char prefix[PATH_MAX] = "", compiled_prefix[PATH_MAX],
          compiled_conf[PATH_MAX];
@@ -1135,7 +1213,7 @@ static bool locate_conf(struct ctx *c, const struct options *o,
     bool compiled = !conf || (!o->prefix && conf[0] != '/');
     char *slash;
     size_t len;
-    if (compiled && !compiled_paths(c, exe, compiled_prefix, compiled_conf))
+    if (compiled && !compiled_paths(c, compiled_prefix, compiled_conf))
         return false;
     if (o->prefix) {
         len = strlen(o->prefix);
@@ -1178,14 +1256,29 @@ static void decide(struct ctx *c)
     else {
         out->place = true;
         out->worker0 = c->w0;
-        out->automatic = c->automatic;
         set_reason(out, "worker_cpu_affinity at %s",
                  c->affinity_at);
     }
 }
 
-static void predict(struct ctx *c, int argc, char *const argv[],
-                    const char *exe)
+/* "auto" is nginx's rule in freenginx, Angie, and Tengine since 2.3
+ * (ngx_get_cpu_affinity is the same in each). Tengine before 2.3 had its
+ * own, from the last CPU down; only the executable tells, and one that
+ * cannot be read is taken for nginx. */
+static bool old_tengine_auto(struct ctx *c)
+{
+    off_t found[N_TAGS];
+    if (!c->automatic)
+        return false;
+    if (!c->scanned) {
+        int fd = scan_exe(c, found, false);
+        if (fd >= 0)
+            close(fd);
+    }
+    return c->tengine && c->tengine < 2003;
+}
+
+static void predict(struct ctx *c, int argc, char *const argv[])
 {
     struct options o = {0};
     char conf_file[PATH_MAX];
@@ -1199,13 +1292,19 @@ static void predict(struct ctx *c, int argc, char *const argv[],
         set_reason(c->out, "%s", o.not_server);
         return;
     }
-    if (!locate_conf(c, &o, exe, conf_file))
+    if (!locate_conf(c, &o, conf_file))
         return;
     /* ngx_init_cycle reads -g before the file. */
     if (o.params && !parse_as(c, "-g", o.params, strlen(o.params), false))
         return;
     if (!parse_file(c, conf_file))
         return;
+    if (old_tengine_auto(c)) {
+        set_reason(c->out, "%s: Tengine %d.%d assigns \"auto\" by its own "
+                   "rule", c->affinity_at, c->tengine / 1000,
+                   c->tengine % 1000);
+        return;
+    }
     decide(c);
 }
 
@@ -1221,10 +1320,11 @@ void ma_ngx_predict(int argc, char *const argv[], const char *exe, long ncpu,
         return;
     }
     c->out = out;
+    c->exe = exe;
     c->ncpu = ncpu < 1 ? 1 : ncpu;
     c->master = -1;
     c->workers = -1;
-    predict(c, argc, argv, exe);
+    predict(c, argc, argv);
     if (!out->place)
         CPU_ZERO(&out->worker0);
     free(c);

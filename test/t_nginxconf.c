@@ -204,12 +204,6 @@ static void test_auto(void)
     none("auto with two masks", "invalid number", "-c", c());
     conf("nginx.conf", "worker_cpu_affinity auto 2;");
     none("auto with a bad mask", "invalid character", "-c", c());
-    conf("nginx.conf", "worker_cpu_affinity auto 10;");
-    p = run(2, "-c", c(), (char *)NULL);
-    ok(p.place && p.automatic, "auto is said to be auto");
-    conf("nginx.conf", "worker_cpu_affinity 01;");
-    p = run(2, "-c", c(), (char *)NULL);
-    ok(p.place && !p.automatic, "an explicit mask is not auto");
     conf("nginx.conf", "worker_cpu_affinity auto;");
     p = run(0, "-c", c(), (char *)NULL);
     is_str(cpus(&p), "0", "auto with no CPU count known: CPU 0, as nginx");
@@ -658,6 +652,59 @@ static void test_compiled_paths(void)
     is_str(cpus(&p), "1", "an absolute -c needs no executable");
 }
 
+/* The forks' executables: Angie's own defaults, Tengine's "auto". */
+static void test_forks(void)
+{
+    struct ma_ngx_prediction p;
+    char args[8192];
+    fake_exe("angie1", 70000, "Angie version: Angie/1.12.1\n"
+                              "nginx version: nginx/1.31.2\n"
+                              "configure arguments: --with-debug\n");
+    p = run_exe(at("angie1"), (char *)NULL);
+    ok(!p.place && strstr(p.reason, "\"/usr/local/angie/conf/angie.conf\""),
+       "Angie without --prefix or --conf-path: its own defaults (%s)",
+       p.reason);
+    put("angie/conf/angie.conf", "worker_cpu_affinity 10;\n");
+    snprintf(args, sizeof args,
+             "Angie version: Angie/1.12.1 (debug)\n"
+             "configure arguments: --prefix=%s\n", at("angie"));
+    fake_exe("angie2", 100, args);
+    p = run_exe(at("angie2"), (char *)NULL);
+    is_str(cpus(&p), "1", "Angie with --prefix: conf/angie.conf in it");
+    put("angie-p/conf/angie.conf", "worker_cpu_affinity 01;\n");
+    p = run_exe(at("angie1"), "-p", at("angie-p"), (char *)NULL);
+    is_str(cpus(&p), "0", "Angie with -p: conf/angie.conf in that prefix");
+    snprintf(args, sizeof args, "configure arguments: --prefix=%s\n",
+             at("angie"));
+    fake_exe("nginx-angie-prefix", 100, args);
+    p = run_exe(at("nginx-angie-prefix"), (char *)NULL);
+    ok(!p.place && strstr(p.reason, "angie/conf/nginx.conf\""),
+       "nginx in the same prefix: conf/nginx.conf (%s)", p.reason);
+
+    conf("nginx.conf", "worker_cpu_affinity auto;");
+    fake_exe("tengine31", 100, "Tengine version: Tengine/3.1.0\n"
+                               "configure arguments:\n");
+    p = run_exe(at("tengine31"), "-c", c(), (char *)NULL);
+    is_str(cpus(&p), "0", "Tengine 3.1 auto: nginx's rule, CPU 0 first");
+    fake_exe("tengine23", 100, "Tengine version: Tengine/2.3.0\n"
+                               "configure arguments:\n");
+    p = run_exe(at("tengine23"), "-c", c(), (char *)NULL);
+    is_str(cpus(&p), "0", "Tengine 2.3 auto: nginx's rule");
+    fake_exe("tengine22", 100, "Tengine version: Tengine/2.2.2 "
+                               "(nginx/1.8.1)\nconfigure arguments:\n");
+    p = run_exe(at("tengine22"), "-c", c(), (char *)NULL);
+    ok(!p.place && strstr(p.reason, "Tengine 2.2 assigns \"auto\" by its "
+                                    "own rule"),
+       "Tengine 2.2 auto: its own rule, not predicted (%s)", p.reason);
+    conf("nginx.conf", "worker_cpu_affinity 10 01;");
+    p = run_exe(at("tengine22"), "-c", c(), (char *)NULL);
+    is_str(cpus(&p), "1", "Tengine 2.2 with masks: nginx's rule");
+    conf("nginx.conf", "worker_cpu_affinity auto;");
+    p = run_exe(at("no-exe"), "-c", c(), (char *)NULL);
+    is_str(cpus(&p), "0", "auto with an executable that cannot be read: "
+                          "nginx's rule");
+}
+
 /* Debian's nginx, when installed: its compiled-in configuration. */
 static void test_system_nginx(void)
 {
@@ -695,6 +742,7 @@ int main(void)
     test_big_files();
     test_files_listed();
     test_compiled_paths();
+    test_forks();
     test_system_nginx();
     ok(fd_count() == fds, "no descriptor left after all of it");
     {
