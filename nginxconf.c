@@ -1,6 +1,7 @@
 /* libmasteraff: worker 0's CPUs from nginx's configuration (see
- * nginxconf.h). Each rule below mirrors a named function of nginx 1.22 and
- * later, which agree on all of it. */
+ * nginxconf.h). Each rule below mirrors a named function of nginx 1.18 to
+ * 1.31, freenginx, Angie and Tengine, which agree on all of it but the
+ * compiled-in defaults, or of OpenResty's Lua module for its blocks. */
 #define _GNU_SOURCE
 #include "internal.h"
 #include "nginxconf.h"
