@@ -107,7 +107,7 @@ TEST_DEPS = build-essential clang nginx-light curl procps psmisc numactl \
 	libnuma1 valgrind qemu-system-x86 busybox-static cpio xz-utils groff-base \
 	debhelper lintian uwsgi-core libclang-rt-14-dev bash-completion python3 \
 	wrk crossbuild-essential-arm64 libc6-dev:arm64 qemu-system-arm \
-	qemu-efi-aarch64 musl-tools
+	qemu-efi-aarch64 musl-tools libnginx-mod-http-lua libnginx-mod-http-ndk
 
 deps:
 	dpkg --add-architecture arm64

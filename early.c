@@ -32,12 +32,6 @@ static void doubt(struct ma_early *e, const char *fmt, ...)
     va_end(ap);
 }
 
-static bool is_tengine(void)
-{
-    const char *name = strrchr(ma_cfg.exe, '/');
-    return strncmp(name ? name + 1 : ma_cfg.exe, "tengine", 7) == 0;
-}
-
 /* The scope units of worker 0's CPUs, as following would take them. */
 static void decide_target(const cpu_set_t *original, struct ma_early *e)
 {
@@ -62,10 +56,6 @@ static void decide_from_prediction(const struct ma_ngx_prediction *p,
     char cpus[4096], orig[4096];
     if (!p->place)
         return doubt(e, "%s", p->reason);
-    /* Tengine's auto reads the master's own affinity, not sysconf. */
-    if (p->automatic && is_tengine())
-        return doubt(e, "Tengine's worker_cpu_affinity auto follows the "
-                        "master's affinity");
     CPU_AND(&e->worker0, &p->worker0, original);
     if (CPU_COUNT(&e->worker0) == 0)
         return doubt(e, "worker 0's CPUs %s are outside the master's CPUs %s",

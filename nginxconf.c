@@ -1,6 +1,7 @@
 /* libmasteraff: worker 0's CPUs from nginx's configuration (see
- * nginxconf.h). Each rule below mirrors a named function of nginx 1.22 and
- * later, which agree on all of it. */
+ * nginxconf.h). Each rule below mirrors a named function of nginx 1.18 to
+ * 1.31, freenginx, Angie and Tengine, which agree on all of it but the
+ * compiled-in defaults, or of OpenResty's Lua module for its blocks. */
 #define _GNU_SOURCE
 #include "internal.h"
 #include "nginxconf.h"
@@ -38,6 +39,8 @@ struct directive {
 struct lexer {
     const char *buf;
     size_t size, pos, start;
+    size_t last; /* the end of what nginx's buffer holds of the file: the
+                    Lua reader sees no further */
     unsigned line;
     bool bounded; /* a file, read through nginx's buffer; not -g */
 };
@@ -61,6 +64,10 @@ struct ctx {
     size_t total;
     bool files_cut; /* the list of files ends in "..." */
     bool failed;
+    const char *exe;  /* the executable, read only when needed */
+    bool scanned;     /* the executable's tags were looked for */
+    bool angie;       /* the executable is Angie's */
+    int tengine;      /* Tengine's version (major * 1000 + minor), or 0 */
     int master;       /* master_process: -1 unset, 0 off, 1 on */
     long workers;     /* worker_processes: -1 unset */
     bool affinity;    /* worker_cpu_affinity seen */
@@ -233,6 +240,19 @@ static enum token lex_end_of_input(struct ctx *c, struct lexer *lx,
     return TOK_EOF;
 }
 
+static size_t min_size(size_t a, size_t b)
+{
+    return a < b ? a : b;
+}
+
+/* nginx's buffer, read on once the reading has reached its end: what is
+ * kept from `keep` on moves to its start, and the rest of the buffer is
+ * filled from the file. */
+static void refill(struct lexer *lx, size_t keep)
+{
+    lx->last = min_size(lx->size, keep + NGX_CONF_BUFFER);
+}
+
 /* The first character of a word, or what comes between words. Returns
  * TOK_MORE to go on reading. */
 static enum token lex_between(struct ctx *c, struct lexer *lx,
@@ -323,6 +343,8 @@ static enum token read_directive(struct ctx *c, struct lexer *lx)
             return lex_end_of_input(c, lx, &st);
         if (lx->bounded && lx->pos - lx->start >= NGX_CONF_BUFFER)
             return lex_fail(c, "too long parameter", 0);
+        if (lx->pos >= lx->last)
+            refill(lx, lx->start);
         ch = lx->buf[lx->pos++];
         if (ch == '\n') {
             lx->line++;
@@ -354,6 +376,231 @@ static enum token read_directive(struct ctx *c, struct lexer *lx)
         if (t != TOK_MORE)
             return t;
     }
+}
+
+/* ---- OpenResty's Lua blocks: ngx_http_lua_conf_lua_block_parse ----
+ *
+ * The Lua module reads a *_by_lua_block body itself, from just after its
+ * '{', with a lexer that searches nginx's buffer for the leftmost of, by
+ * priority: '{', '}', an opening long bracket "[=*[", a long comment
+ * "--[=*[", a closing long bracket "]=*]", a line comment "--[^\n]*", and
+ * strings "..." and '...' that hold no newline and in which a backslash
+ * takes the next character (not a newline). A long bracket ends at the
+ * first closing one of its level within the buffer. The braces found count
+ * the block's depth; the others are only passed over. This is Lua's syntax
+ * as that lexer sees it, not as Lua does ("\z" and a backslash before a
+ * newline end no string there), and so it is read here. */
+
+enum lua_kind {
+    LUA_NONE,  /* nothing in what the buffer holds */
+    LUA_OPEN,  /* '{' */
+    LUA_CLOSE, /* '}' */
+    LUA_OTHER, /* a string, a comment, a long bracket */
+    LUA_UNCLOSED, /* a long bracket not closed within the buffer */
+    LUA_ERROR, /* nginx stops: the reason is in the lexer */
+};
+
+/* A failed string of each quote, for a linear search: a quote of the same
+ * kind inside it is escaped there, so a string opened by it fails at the
+ * same place. Valid while the buffer ends where it did, or always when the
+ * string failed before the end. */
+struct lua_failed {
+    size_t until, last;
+};
+
+struct lua_lexer {
+    struct lua_failed dq, sq;
+    const char *error; /* nginx's reason to stop */
+};
+
+/* A long bracket's level at s[t] ('[' or ']' then '='s then the same
+ * bracket), with its end in *end; -1 when there is none before last. */
+static long lua_bracket(const char *s, size_t t, size_t last, size_t *end)
+{
+    size_t i = t + 1;
+    while (i < last && s[i] == '=')
+        i++;
+    if (i >= last || s[i] != s[t])
+        return -1;
+    *end = i + 1;
+    return (long)(i - t - 1);
+}
+
+/* The end of the first closing long bracket of the level, from `from` to
+ * last, or 0 (ngx_http_lua_strlstrn over the buffer). */
+static size_t lua_bracket_close(const char *s, size_t from, size_t last,
+                                long level)
+{
+    for (size_t i = from; i < last; i++) {
+        size_t end = 0;
+        long l;
+        if (s[i] != ']')
+            continue;
+        l = lua_bracket(s, i, last, &end);
+        if (l == level)
+            return end;
+        while (i + 1 < last && s[i + 1] == '=')
+            i++;
+    }
+    return 0;
+}
+
+/* The end of the string opened by the quote at s[t], or 0 when it fails
+ * there; failures are remembered in f. */
+static size_t lua_string(const char *s, size_t t, size_t last,
+                         struct lua_failed *f)
+{
+    size_t i = t + 1;
+    if (t < f->until && (f->last == SIZE_MAX || f->last == last))
+        return 0;
+    while (i < last && s[i] != '\n') {
+        if (s[i] == s[t])
+            return i + 1;
+        if (s[i] != '\\')
+            i++;
+        else if (i + 1 < last && s[i + 1] != '\n')
+            i += 2;
+        else
+            break;
+    }
+    f->until = i;
+    f->last = i >= last || (s[i] == '\\' && i + 1 >= last) ? last : SIZE_MAX;
+    return 0;
+}
+
+/* "--" at s[t]: a long comment, else a line comment to the newline or to
+ * the end of the buffer. */
+static enum lua_kind lua_comment(const char *s, size_t t, size_t last,
+                                 size_t *end)
+{
+    size_t open;
+    long level;
+    if (t + 2 < last && s[t + 2] == '[' &&
+        (level = lua_bracket(s, t + 2, last, &open)) >= 0) {
+        *end = lua_bracket_close(s, open, last, level);
+        return *end ? LUA_OTHER : LUA_UNCLOSED;
+    }
+    for (*end = t + 2; *end < last && s[*end] != '\n'; (*end)++)
+        ;
+    return LUA_OTHER;
+}
+
+/* ngx_http_lua_lex over the buffer from pos: the leftmost token, its end
+ * in *end. */
+static enum lua_kind lua_search(struct lua_lexer *ll, const char *s,
+                                size_t pos, size_t last, size_t *end)
+{
+    for (size_t t = pos; t < last; t++) {
+        size_t open;
+        long level;
+        switch (s[t]) {
+        case '{':
+        case '}':
+            *end = t + 1;
+            return s[t] == '{' ? LUA_OPEN : LUA_CLOSE;
+        case '[':
+            if ((level = lua_bracket(s, t, last, &open)) < 0)
+                break;
+            *end = lua_bracket_close(s, open, last, level);
+            return *end ? LUA_OTHER : LUA_UNCLOSED;
+        case ']':
+            if (lua_bracket(s, t, last, end) < 0)
+                break;
+            return LUA_OTHER;
+        case '-':
+            if (t + 1 < last && s[t + 1] == '-')
+                return lua_comment(s, t, last, end);
+            break;
+        case '"':
+        case '\'':
+            *end = lua_string(s, t, last, s[t] == '"' ? &ll->dq : &ll->sq);
+            if (*end)
+                return LUA_OTHER;
+            break;
+        }
+    }
+    return LUA_NONE;
+}
+
+static void lua_advance(struct lexer *lx, size_t to)
+{
+    for (; lx->pos < to; lx->pos++)
+        lx->line += lx->buf[lx->pos] == '\n';
+}
+
+static enum lua_kind lua_error(struct lua_lexer *ll, const char *why)
+{
+    ll->error = why;
+    return LUA_ERROR;
+}
+
+/* One token as ngx_http_lua_conf_read_lua_token reads it, through nginx's
+ * buffer: read on when less than half of it is left; when nothing is
+ * found, what was searched is kept but not searched again. */
+static enum lua_kind lua_token(struct lexer *lx, struct lua_lexer *ll)
+{
+    static const char eof[] = "unexpected end of file, expecting "
+                              "terminating characters for lua code block",
+                      too_long[] = "too long lua code block";
+    size_t start = lx->pos, end;
+    enum lua_kind k;
+    for (;;) {
+        if (lx->pos >= lx->last || (lx->last - lx->pos < NGX_CONF_BUFFER / 2 &&
+                                    lx->last < lx->size)) {
+            if (lx->last >= lx->size)
+                return lua_error(ll, eof);
+            if (lx->last - start == NGX_CONF_BUFFER)
+                return lua_error(ll, too_long);
+            refill(lx, start);
+        }
+        k = lua_search(ll, lx->buf, lx->pos, lx->last, &end);
+        if (k == LUA_UNCLOSED)
+            return lua_error(ll, "Lua code block missing the closing long "
+                                 "bracket");
+        if (k != LUA_NONE) {
+            lua_advance(lx, end);
+            return k;
+        }
+        if (lx->last >= lx->size)
+            return lua_error(ll, eof);
+        if (lx->last - lx->pos == NGX_CONF_BUFFER)
+            return lua_error(ll, too_long);
+        start = lx->pos;
+        lua_advance(lx, lx->last);
+        refill(lx, start);
+    }
+}
+
+/* The body of a Lua block, up to the '}' that closes it; what nginx
+ * would stop at is a doubt. */
+static bool lua_block(struct ctx *c, struct lexer *lx)
+{
+    struct lua_lexer ll = {{0, 0}, {0, 0}, NULL};
+    unsigned line = lx->line;
+    size_t level = 1;
+    while (level) {
+        switch (lua_token(lx, &ll)) {
+        case LUA_OPEN:
+            level++;
+            break;
+        case LUA_CLOSE:
+            level--;
+            break;
+        case LUA_OTHER:
+            break;
+        default:
+            return fail(c, "%s (\"%s\" at line %u)", ll.error, c->d.w[0],
+                        line);
+        }
+    }
+    return true;
+}
+
+static bool is_lua_block(const struct directive *d)
+{
+    static const char suffix[] = "_by_lua_block";
+    size_t n = d->len[0], s = sizeof suffix - 1;
+    return n > s && strcmp(d->w[0] + n - s, suffix) == 0;
 }
 
 /* ---- directives of the main context ---- */
@@ -520,22 +767,17 @@ static bool main_directive(struct ctx *c)
 }
 
 /* A block is skipped, words and all, its braces balanced by nginx's own
- * tokenizer. The directives above are no blocks: nginx fails on them.
- * OpenResty's Lua blocks, at any depth, are Lua read by Lua's rules (a
- * "--" comment may hold a quote, "#t" is no comment), which nginx's
- * tokenizer cannot be trusted to balance. */
+ * tokenizer; a Lua block at any depth by the Lua module's. The directives
+ * above are no blocks: nginx fails on them. */
 static bool block_start(struct ctx *c, unsigned depth)
 {
     const struct directive *d = &c->d;
-    size_t n = d->len[0];
     if (!depth &&
         (is_directive(d, "include") || is_directive(d, "master_process") ||
          is_directive(d, "worker_processes") ||
          is_directive(d, "worker_cpu_affinity")))
         return fail(c, "directive \"%s\" is not terminated by \";\"",
                     d->w[0]);
-    if (n >= 10 && strcmp(d->w[0] + n - 10, "_lua_block") == 0)
-        return fail(c, "a Lua block (\"%s\") is not read", d->w[0]);
     return true;
 }
 
@@ -562,7 +804,12 @@ static bool parse_text(struct ctx *c, struct lexer *lx)
                 return fail(c, "block directives are not supported in -g");
             if (!block_start(c, blocks))
                 return false;
-            blocks++;
+            if (is_lua_block(&c->d)) {
+                if (!lua_block(c, lx))
+                    return false;
+            } else {
+                blocks++;
+            }
             break;
         case TOK_END:
             if (!blocks && !main_directive(c))
@@ -756,17 +1003,30 @@ static void parse_options(int argc, char *const argv[], struct options *o)
             return;
 }
 
-/* ---- the compiled-in paths, from "nginx -V"'s string in the binary ---- */
+/* ---- the executable: "nginx -V"'s configure arguments, and the fork ---- */
 
-#define CONFIGURE_TAG "configure arguments:"
 #define CONFIGURE_MAX 16384
 
-/* Offset of the tag in the file, or -1. Reads in chunks that overlap by
- * the tag's length, so a tag across two chunks is found. */
-static off_t find_tag(int fd, off_t size)
+enum { TAG_CONFIGURE, TAG_ANGIE, TAG_TENGINE, N_TAGS };
+
+/* What "nginx -V" and "-v" print: the configure arguments, and the
+ * version lines of the forks whose rules differ from nginx's. */
+static const char *const exe_tags[N_TAGS] = {
+    "configure arguments:",
+    "Angie version: Angie/",
+    "Tengine version: Tengine/",
+};
+#define TAG_MAX 32
+
+/* Offset of the configure arguments' tag in the file, or -1. Reads in
+ * chunks that overlap by the tag's length, so a tag across two chunks is
+ * found. */
+static off_t find_configure(int fd, off_t size)
 {
-    enum { CHUNK = 65536, TAG = sizeof CONFIGURE_TAG - 1 };
-    char *buf = malloc(TAG + CHUNK);
+    enum { CHUNK = 65536 };
+    const char *tag = exe_tags[TAG_CONFIGURE];
+    size_t len = strlen(tag);
+    char *buf = malloc(TAG_MAX + CHUNK);
     off_t at = 0, found = -1;
     size_t carry = 0;
     while (buf && found < 0 && at < size) {
@@ -778,15 +1038,81 @@ static off_t find_tag(int fd, off_t size)
         if (n <= 0)
             break;
         have = carry + (size_t)n;
-        hit = memmem(buf, have, CONFIGURE_TAG, TAG);
+        hit = memmem(buf, have, tag, len);
         if (hit)
             found = at - (off_t)carry + (hit - buf);
         at += n;
-        carry = have < TAG - 1 ? have : TAG - 1;
+        carry = have < len - 1 ? have : len - 1;
         memmove(buf, buf + have - carry, carry);
     }
     free(buf);
     return found;
+}
+
+/* The forks' version lines: ngx_show_version_info prints them with the
+ * configure arguments, and the compiler keeps one function's strings
+ * together (about 2 KB apart in Angie's and Tengine's builds), so they
+ * are looked for around that tag only. */
+static void find_forks(int fd, off_t configure, off_t found[N_TAGS])
+{
+    enum { WINDOW = 32768 };
+    off_t from = configure > WINDOW ? configure - WINDOW : 0;
+    char *buf = malloc(2 * WINDOW);
+    ssize_t n;
+    found[TAG_ANGIE] = found[TAG_TENGINE] = -1;
+    while (buf && (n = pread(fd, buf, 2 * WINDOW, from)) < 0 && errno == EINTR)
+        ;
+    for (int i = TAG_ANGIE; buf && n > 0 && i < N_TAGS; i++) {
+        char *hit = memmem(buf, (size_t)n, exe_tags[i], strlen(exe_tags[i]));
+        if (hit)
+            found[i] = from + (hit - buf);
+    }
+    free(buf);
+}
+
+/* Tengine's version after its tag, as major * 1000 + minor; 1 when it
+ * cannot be read (taken as an old one). */
+static int tengine_version(int fd, off_t tag)
+{
+    char v[16] = "";
+    unsigned major = 0, minor = 0;
+    ssize_t n = pread(fd, v, sizeof v - 1,
+                      tag + (off_t)strlen(exe_tags[TAG_TENGINE]));
+    if (n <= 0 || sscanf(v, "%3u.%3u", &major, &minor) != 2)
+        return 1;
+    return (int)(major * 1000 + minor);
+}
+
+/* Opens the executable and finds its tags; -1 when it cannot be read,
+ * said when `say`. */
+static int scan_exe(struct ctx *c, off_t found[N_TAGS], bool say)
+{
+    struct stat st;
+    int fd = c->exe ? open(c->exe, O_RDONLY | O_CLOEXEC | O_NOCTTY |
+                                       O_NONBLOCK)
+                    : -1;
+    c->scanned = true;
+    if (fd < 0) {
+        if (say)
+            fail(c, "the executable cannot be read for its compiled-in "
+                    "paths");
+        return -1;
+    }
+    if (ma_fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_size > MA_NGX_MAX_EXE_BYTES) {
+        if (say)
+            fail(c, "%s: not a regular file within %ld bytes", c->exe,
+                 MA_NGX_MAX_EXE_BYTES);
+        close(fd);
+        return -1;
+    }
+    found[TAG_CONFIGURE] = find_configure(fd, st.st_size);
+    find_forks(fd, found[TAG_CONFIGURE], found);
+    c->angie = found[TAG_ANGIE] >= 0;
+    c->tengine = found[TAG_TENGINE] >= 0
+                     ? tengine_version(fd, found[TAG_TENGINE])
+                     : 0;
+    return fd;
 }
 
 /* One word of the configure arguments, as auto/options quotes it: a value
@@ -812,16 +1138,18 @@ static const char *configure_word(const char *p, char *out, size_t len,
 }
 
 /* NGX_PREFIX and NGX_CONF_PATH as auto/options and auto/configure make
- * them from the arguments: defaults /usr/local/nginx and conf/nginx.conf,
- * an empty --prefix= for none (the working directory). */
+ * them from the arguments: defaults /usr/local/nginx and conf/nginx.conf
+ * (Angie's configure: /usr/local/angie and conf/angie.conf; Tengine and
+ * freenginx keep nginx's), an empty --prefix= for none (the working
+ * directory). */
 static bool configure_paths(struct ctx *c, const char *args, char *prefix,
                             char *conf)
 {
     char word[PATH_MAX + 32];
     const char *value;
     bool fits;
-    strcpy(prefix, "/usr/local/nginx");
-    strcpy(conf, "conf/nginx.conf");
+    strcpy(prefix, c->angie ? "/usr/local/angie" : "/usr/local/nginx");
+    strcpy(conf, c->angie ? "conf/angie.conf" : "conf/nginx.conf");
     for (const char *p = args; *p;) {
         if (*p == ' ') {
             p++;
@@ -841,37 +1169,30 @@ static bool configure_paths(struct ctx *c, const char *args, char *prefix,
 }
 
 /* Reads the configure arguments out of the executable. */
-static bool compiled_paths(struct ctx *c, const char *exe, char *prefix,
-                           char *conf)
+static bool compiled_paths(struct ctx *c, char *prefix, char *conf)
 {
-    struct stat st;
+    off_t found[N_TAGS];
     char *args = NULL;
-    off_t at;
     ssize_t n = -1;
     bool good = false;
-    int fd = exe ? open(exe, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
-                 : -1;
+    int fd = scan_exe(c, found, true);
     if (fd < 0)
-        return fail(c, "the executable cannot be read for its compiled-in "
-                       "paths");
-    if (ma_fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-        st.st_size > MA_NGX_MAX_EXE_BYTES)
-        fail(c, "%s: not a regular file within %ld bytes", exe,
-             MA_NGX_MAX_EXE_BYTES);
-    else if ((at = find_tag(fd, st.st_size)) < 0)
-        fail(c, "%s: no \"" CONFIGURE_TAG "\" string", exe);
+        return false;
+    if (found[TAG_CONFIGURE] < 0)
+        fail(c, "%s: no \"%s\" string", c->exe, exe_tags[TAG_CONFIGURE]);
     else if (!(args = malloc(CONFIGURE_MAX + 1)))
         fail(c, "out of memory");
     else if ((n = pread(fd, args, CONFIGURE_MAX,
-                        at + (off_t)sizeof CONFIGURE_TAG - 1)) < 0)
-        fail(c, "%s: read failed", exe);
+                        found[TAG_CONFIGURE] +
+                            (off_t)strlen(exe_tags[TAG_CONFIGURE]))) < 0)
+        fail(c, "%s: read failed", c->exe);
     close(fd);
     if (n >= 0) {
         char *end;
         args[n] = '\0';
         end = strchr(args, '\n');
         if (!end || (args[0] != '\n' && args[0] != ' '))
-            fail(c, "%s: configure arguments not understood", exe);
+            fail(c, "%s: configure arguments not understood", c->exe);
         else {
             *end = '\0';
             good = configure_paths(c, args, prefix, conf);
@@ -885,7 +1206,7 @@ static bool compiled_paths(struct ctx *c, const char *exe, char *prefix,
  * and the conf prefix that includes are relative to (the directory of
  * that file). */
 static bool locate_conf(struct ctx *c, const struct options *o,
-                        const char *exe, char *conf_file)
+                        char *conf_file)
 {
     char prefix[PATH_MAX] = "", compiled_prefix[PATH_MAX],
          compiled_conf[PATH_MAX];
@@ -893,7 +1214,7 @@ static bool locate_conf(struct ctx *c, const struct options *o,
     bool compiled = !conf || (!o->prefix && conf[0] != '/');
     char *slash;
     size_t len;
-    if (compiled && !compiled_paths(c, exe, compiled_prefix, compiled_conf))
+    if (compiled && !compiled_paths(c, compiled_prefix, compiled_conf))
         return false;
     if (o->prefix) {
         len = strlen(o->prefix);
@@ -936,14 +1257,29 @@ static void decide(struct ctx *c)
     else {
         out->place = true;
         out->worker0 = c->w0;
-        out->automatic = c->automatic;
         set_reason(out, "worker_cpu_affinity at %s",
                  c->affinity_at);
     }
 }
 
-static void predict(struct ctx *c, int argc, char *const argv[],
-                    const char *exe)
+/* "auto" is nginx's rule in freenginx, Angie, and Tengine since 2.3
+ * (ngx_get_cpu_affinity is the same in each). Tengine before 2.3 had its
+ * own, from the last CPU down; only the executable tells, and one that
+ * cannot be read is taken for nginx. */
+static bool old_tengine_auto(struct ctx *c)
+{
+    off_t found[N_TAGS];
+    if (!c->automatic)
+        return false;
+    if (!c->scanned) {
+        int fd = scan_exe(c, found, false);
+        if (fd >= 0)
+            close(fd);
+    }
+    return c->tengine && c->tengine < 2003;
+}
+
+static void predict(struct ctx *c, int argc, char *const argv[])
 {
     struct options o = {0};
     char conf_file[PATH_MAX];
@@ -957,13 +1293,19 @@ static void predict(struct ctx *c, int argc, char *const argv[],
         set_reason(c->out, "%s", o.not_server);
         return;
     }
-    if (!locate_conf(c, &o, exe, conf_file))
+    if (!locate_conf(c, &o, conf_file))
         return;
     /* ngx_init_cycle reads -g before the file. */
     if (o.params && !parse_as(c, "-g", o.params, strlen(o.params), false))
         return;
     if (!parse_file(c, conf_file))
         return;
+    if (old_tengine_auto(c)) {
+        set_reason(c->out, "%s: Tengine %d.%d assigns \"auto\" by its own "
+                   "rule", c->affinity_at, c->tengine / 1000,
+                   c->tengine % 1000);
+        return;
+    }
     decide(c);
 }
 
@@ -979,10 +1321,11 @@ void ma_ngx_predict(int argc, char *const argv[], const char *exe, long ncpu,
         return;
     }
     c->out = out;
+    c->exe = exe;
     c->ncpu = ncpu < 1 ? 1 : ncpu;
     c->master = -1;
     c->workers = -1;
-    predict(c, argc, argv, exe);
+    predict(c, argc, argv);
     if (!out->place)
         CPU_ZERO(&out->worker0);
     free(c);

@@ -22,9 +22,6 @@ struct ma_ngx_prediction {
     bool place;         /* an nginx master will start, and worker 0 pins */
     cpu_set_t worker0;  /* worker 0's mask as nginx will ask for it (not
                            yet intersected with any allowed set) */
-    bool automatic;     /* from "worker_cpu_affinity auto": nginx's auto
-                           counts sysconf's CPUs; forks that derive it from
-                           the process's own affinity (Tengine) differ */
     char reason[320];   /* why not; or, with place, where the mask is set */
     unsigned n_files;   /* configuration files read */
     char files[1024];   /* their names, ", "-separated, "..." if cut */
@@ -32,8 +29,10 @@ struct ma_ngx_prediction {
 
 /* Predicts worker 0's CPUs for nginx started as argv (argc words, as
  * main() gets them) from the executable at exe (read only when no -c or a
- * relative one needs the compiled-in paths), on a machine with ncpu online
- * CPUs (nginx uses sysconf(_SC_NPROCESSORS_ONLN) for "auto"). Fills *out
+ * relative one needs the compiled-in paths, which differ in Angie, or when
+ * "worker_cpu_affinity auto" needs to know an old Tengine), on a machine
+ * with ncpu online CPUs (nginx and its forks use
+ * sysconf(_SC_NPROCESSORS_ONLN) for "auto"). Fills *out
  * in every case. In a constructor, which glibc calls with (argc, argv,
  * envp) as main gets them:
  *

@@ -27,8 +27,9 @@
  *   touchup  (MASTERAFF_LOG=info) the master follows worker 0, then after
  *            0.6 s forks a child that never pins, then waits 0.6 s: the
  *            caller counts two "after its later forks" lines.
- *   tengine  assigns worker CPUs as Tengine's "auto" does, from the
- *            master's own affinity (sched_getaffinity), worker n on the
+ *   tengine  assigns worker CPUs from the master's own affinity
+ *            (sched_getaffinity), as a server deriving "auto" from it
+ *            would (a Tengine branch's "auto_online_cpu"), worker n on the
  *            n-th allowed CPU counted from the last: two workers, then,
  *            once the master followed worker 0, two more (a reload) from
  *            a fresh read: both generations must get the same CPUs.
@@ -378,7 +379,7 @@ static int mode_touchup(void)
     return failures != 0;
 }
 
-/* Tengine's auto: worker n on the n-th CPU of the master's affinity,
+/* An auto from the master's affinity: worker n on the n-th CPU of it,
  * counted from the last, read when the workers are forked. */
 static void auto_workers(pid_t w[2], int cpus[2])
 {

@@ -204,12 +204,6 @@ static void test_auto(void)
     none("auto with two masks", "invalid number", "-c", c());
     conf("nginx.conf", "worker_cpu_affinity auto 2;");
     none("auto with a bad mask", "invalid character", "-c", c());
-    conf("nginx.conf", "worker_cpu_affinity auto 10;");
-    p = run(2, "-c", c(), (char *)NULL);
-    ok(p.place && p.automatic, "auto is said to be auto");
-    conf("nginx.conf", "worker_cpu_affinity 01;");
-    p = run(2, "-c", c(), (char *)NULL);
-    ok(p.place && !p.automatic, "an explicit mask is not auto");
     conf("nginx.conf", "worker_cpu_affinity auto;");
     p = run(0, "-c", c(), (char *)NULL);
     is_str(cpus(&p), "0", "auto with no CPU count known: CPU 0, as nginx");
@@ -341,18 +335,117 @@ static void test_syntax(void)
     none("no space after a quoted word", "unexpected \"0\"", "-c", c());
     conf("nginx.conf", "worker_cpu_affinity 10;\n;");
     none("a lone ';'", "unexpected \";\"", "-c", c());
-    conf("nginx.conf", "worker_cpu_affinity 10;\n"
-                       "init_by_lua_block { local s = '}' }");
-    none("a Lua block", "Lua block", "-c", c());
-    conf("nginx.conf", "worker_cpu_affinity 10;\nhttp { server {\n"
-                       "    content_by_lua_block { -- don't\n } } }");
-    none("a Lua block inside http", "Lua block", "-c", c());
     put_bytes("nginx.conf", "worker_cpu_affinity 10;\n#\0\n", 27);
     none("a NUL byte", "NUL byte", "-c", c());
     conf("nginx.conf", "worker_cpu_affinity 10;\nevents_x { worker_cpu_affinity 01; }");
     place("an unknown block is skipped", "1", "-c", c());
     put("nginx.conf", "worker_cpu_affinity 10;\r\nmaster_process\ton;\r\n");
     place("CR LF and tabs", "1", "-c", c());
+}
+
+/* nginx.conf with a Lua block in a location, another in http (each body
+ * given), and worker_cpu_affinity after them: a body misread moves where
+ * the http block ends, and the mask is lost. */
+static void lua_conf(const char *http_body, const char *location_body)
+{
+    static char text[16384];
+    snprintf(text, sizeof text,
+             "worker_processes 2;\nevents { }\nhttp {\n"
+             "    init_by_lua_block {%s}\n"
+             "    server {\n        location / {\n"
+             "            content_by_lua_block {%s}\n"
+             "        }\n    }\n}\nworker_cpu_affinity 10 01;\n",
+             http_body, location_body);
+    put("nginx.conf", text);
+}
+
+/* lua WHAT BODY: a Lua block nginx reads to its end; the mask after it
+ * is found. */
+#define lua(what, body)                                                     \
+    do {                                                                    \
+        lua_conf(" ", body);                                                \
+        place(what, "1", "-c", c());                                        \
+    } while (0)
+
+/* lua_none WHAT REASON-PART BODY: a Lua block nginx stops at. */
+#define lua_none(what, part, body)                                          \
+    do {                                                                    \
+        lua_conf(" ", body);                                                \
+        none(what, part, "-c", c());                                        \
+    } while (0)
+
+/* Each case here agrees with Debian's nginx 1.22 and its Lua module
+ * 0.10.23 (nginx -t), as test/lua.t checks for some of them. */
+static void test_lua(void)
+{
+    static char body[8192];
+    char filler[6000];
+    lua("an empty block", "");
+    lua("nested table constructors", " local t = {a = {b = {}}, {1}} ");
+    lua("a brace in single quotes", " local s = '}' ");
+    lua("braces and ';' in double quotes", " local s = \"{;}}\" ");
+    lua("an escaped quote in a string", " local s = \"\\\"}\" ");
+    lua("an escaped backslash ends a string", " local s = '\\\\' ");
+    lua("a long bracket string", " local s = [[ } ]] ");
+    lua("a long bracket of level 2, ']]' inside",
+        " local s = [==[ ]] } ]=] ]==] ");
+    lua("a line comment", " -- } don't\n");
+    lua("a long comment", " --[[ }\n } ]] ");
+    lua("a long comment of level 1", " --[=[ ]] } ]=] ");
+    lua("'--[=' without its '[' is a line comment", " --[= }\n");
+    lua("a '\\z' in a string", " local s = \"a\\z\n   b\" ");
+    lua("a quote inside a comment", " -- it's\n");
+    lua("'[=' that opens nothing", " local x = a[=1] ");
+    lua("nginx's '#' is no comment in Lua", " local n = #t ");
+    lua("'$' and '{' are Lua's, not nginx's variables", " local v = \"${x}\" ");
+    lua("CR LF line ends", " local a = 1\r\n local b = {}\r\n");
+    lua_conf(" local cache = {} ", " ngx.say(cache[1]) ");
+    place("a block in http and one in a location", "1", "-c", c());
+    put("nginx.conf", "worker_processes 2;\nevents { }\nhttp { server {\n"
+                      "set_by_lua_block $v { return \"}\" }\n"
+                      "access_by_lua_block{return}\n"
+                      "balancer_by_lua_block { } log_by_lua_block { }\n"
+                      "} }\nworker_cpu_affinity 10 01;\n");
+    place("set_by_lua_block with its variable, a block with no space", "1",
+          "-c", c());
+    put("nginx.conf", "worker_processes 2;\nevents { }\n"
+                      "http { my_lua_block { a \"}\" b; } }\n"
+                      "worker_cpu_affinity 10 01;\n");
+    place("a name not ending in _by_lua_block: nginx's block", "1", "-c", c());
+
+    lua_none("a string with a backslash before a newline ends there",
+             "unexpected end of file", " local s = \"a\\\n}\" ");
+    lua_none("a string with a newline is none: its '}' closes the block",
+             "unexpected end of file", " local s = \"}\n\" ");
+    lua_none("an unterminated block", "terminating characters",
+             " local t = {{{{ ");
+    lua_none("an unclosed long bracket", "closing long bracket",
+             " local s = [==[ ]] ");
+    lua_none("an unclosed long comment", "closing long bracket",
+             " --[[ } ");
+
+    /* nginx's buffer: the lexer sees 2048 to 4096 bytes from where it
+     * is; a token longer than that is refused, and a line comment that
+     * runs past it ends there. */
+    memset(filler, 'x', sizeof filler - 1);
+    filler[sizeof filler - 1] = '\0';
+    snprintf(body, sizeof body, " %.3000s ", filler);
+    lua("3000 bytes with no token", body);
+    snprintf(body, sizeof body, " \"%.3000s\" ", filler);
+    lua("a string of 3000 bytes", body);
+    snprintf(body, sizeof body, " [[%.3000s]] ", filler);
+    lua("a long bracket of 3000 bytes", body);
+    snprintf(body, sizeof body, " %.5000s ", filler);
+    lua_none("5000 bytes with no token", "too long lua code block", body);
+    snprintf(body, sizeof body, " \"%.5000s\" ", filler);
+    lua_none("a string of 5000 bytes", "too long lua code block", body);
+    snprintf(body, sizeof body, " [[%.5000s]] ", filler);
+    lua_none("a long bracket of 5000 bytes", "closing long bracket", body);
+    snprintf(body, sizeof body, " --%.1000s }\n", filler);
+    lua("a '}' in a comment line of 1000 bytes", body);
+    snprintf(body, sizeof body, " --%.5000s }\n", filler);
+    lua_none("a '}' in a comment line past the buffer closes the block",
+             "unexpected \"}\"", body);
 }
 
 static void test_long_words(void)
@@ -559,6 +652,59 @@ static void test_compiled_paths(void)
     is_str(cpus(&p), "1", "an absolute -c needs no executable");
 }
 
+/* The forks' executables: Angie's own defaults, Tengine's "auto". */
+static void test_forks(void)
+{
+    struct ma_ngx_prediction p;
+    char args[8192];
+    fake_exe("angie1", 70000, "Angie version: Angie/1.12.1\n"
+                              "nginx version: nginx/1.31.2\n"
+                              "configure arguments: --with-debug\n");
+    p = run_exe(at("angie1"), (char *)NULL);
+    ok(!p.place && strstr(p.reason, "\"/usr/local/angie/conf/angie.conf\""),
+       "Angie without --prefix or --conf-path: its own defaults (%s)",
+       p.reason);
+    put("angie/conf/angie.conf", "worker_cpu_affinity 10;\n");
+    snprintf(args, sizeof args,
+             "Angie version: Angie/1.12.1 (debug)\n"
+             "configure arguments: --prefix=%s\n", at("angie"));
+    fake_exe("angie2", 100, args);
+    p = run_exe(at("angie2"), (char *)NULL);
+    is_str(cpus(&p), "1", "Angie with --prefix: conf/angie.conf in it");
+    put("angie-p/conf/angie.conf", "worker_cpu_affinity 01;\n");
+    p = run_exe(at("angie1"), "-p", at("angie-p"), (char *)NULL);
+    is_str(cpus(&p), "0", "Angie with -p: conf/angie.conf in that prefix");
+    snprintf(args, sizeof args, "configure arguments: --prefix=%s\n",
+             at("angie"));
+    fake_exe("nginx-angie-prefix", 100, args);
+    p = run_exe(at("nginx-angie-prefix"), (char *)NULL);
+    ok(!p.place && strstr(p.reason, "angie/conf/nginx.conf\""),
+       "nginx in the same prefix: conf/nginx.conf (%s)", p.reason);
+
+    conf("nginx.conf", "worker_cpu_affinity auto;");
+    fake_exe("tengine31", 100, "Tengine version: Tengine/3.1.0\n"
+                               "configure arguments:\n");
+    p = run_exe(at("tengine31"), "-c", c(), (char *)NULL);
+    is_str(cpus(&p), "0", "Tengine 3.1 auto: nginx's rule, CPU 0 first");
+    fake_exe("tengine23", 100, "Tengine version: Tengine/2.3.0\n"
+                               "configure arguments:\n");
+    p = run_exe(at("tengine23"), "-c", c(), (char *)NULL);
+    is_str(cpus(&p), "0", "Tengine 2.3 auto: nginx's rule");
+    fake_exe("tengine22", 100, "Tengine version: Tengine/2.2.2 "
+                               "(nginx/1.8.1)\nconfigure arguments:\n");
+    p = run_exe(at("tengine22"), "-c", c(), (char *)NULL);
+    ok(!p.place && strstr(p.reason, "Tengine 2.2 assigns \"auto\" by its "
+                                    "own rule"),
+       "Tengine 2.2 auto: its own rule, not predicted (%s)", p.reason);
+    conf("nginx.conf", "worker_cpu_affinity 10 01;");
+    p = run_exe(at("tengine22"), "-c", c(), (char *)NULL);
+    is_str(cpus(&p), "1", "Tengine 2.2 with masks: nginx's rule");
+    conf("nginx.conf", "worker_cpu_affinity auto;");
+    p = run_exe(at("no-exe"), "-c", c(), (char *)NULL);
+    is_str(cpus(&p), "0", "auto with an executable that cannot be read: "
+                          "nginx's rule");
+}
+
 /* Debian's nginx, when installed: its compiled-in configuration. */
 static void test_system_nginx(void)
 {
@@ -589,12 +735,14 @@ int main(void)
     test_params();
     test_prefix();
     test_syntax();
+    test_lua();
     test_long_words();
     test_modes();
     test_bad_files();
     test_big_files();
     test_files_listed();
     test_compiled_paths();
+    test_forks();
     test_system_nginx();
     ok(fd_count() == fds, "no descriptor left after all of it");
     {
