@@ -37,6 +37,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -691,7 +692,7 @@ static unsigned pin_check_gen;
 
 static void plan_pin_check(const struct ma_place *place)
 {
-    if (place->rank != 0 || place->respawn)
+    if (!place->opened)
         return;
     pin_check_at = now_ns() + PIN_WAIT_NS;
     pin_check_gen = place->gen;
@@ -773,7 +774,7 @@ static void stop_listening(struct ma_child *c)
 static void child_gone(struct ma_child *c)
 {
     stop_listening(c);
-    ma_brood_died(&brood, c, now_ns());
+    ma_brood_died(&brood, c);
     apply_decision();
 }
 
@@ -827,11 +828,27 @@ static void read_ready(const struct epoll_event *ev, int n)
         read_channel(ev[i].data.fd);
 }
 
-/* Before a fork: what children said (or their deaths) up to now. */
+/* Before a fork: what children said (or their deaths) up to now, all of
+ * it: a death the program has reaped is known before the fork that may
+ * replace it. */
 static void drain_channels(void)
 {
     struct epoll_event ev[32];
-    read_ready(ev, epoll_wait(self.epoll.fd, ev, 32, 0));
+    int n, rounds = MA_MAX_CHILDREN / 32 + 2;
+    do {
+        n = epoll_wait(self.epoll.fd, ev, 32, 0);
+        read_ready(ev, n);
+    } while (n == 32 && --rounds > 0);
+}
+
+/* Whether the program has collected child pid's exit status (nginx reaps
+ * a dead worker before it forks the replacement). Looks without reaping:
+ * the status and SIGCHLD stay the program's. */
+static bool reaped(pid_t pid)
+{
+    siginfo_t si = {0};
+    return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 &&
+           errno == ECHILD;
 }
 
 /* The earlier of two times, 0 standing for none. */
@@ -1085,7 +1102,7 @@ static void yield_descriptors(long missing)
     apply_decision();
 }
 
-static struct prefork prepare_fork(uint64_t asked_ns)
+static struct prefork prepare_fork(uint64_t asked_ns, bool reread)
 {
     struct prefork pf = {.master_end = NO_FD, .child_end = NO_FD};
     long missing;
@@ -1095,7 +1112,8 @@ static struct prefork prepare_fork(uint64_t asked_ns)
         return pf;
     drain_channels();
     ma_memory_prefork();
-    pf.place = ma_brood_place(&brood, asked_ns);
+    ma_brood_check_reaped(&brood, reaped);
+    pf.place = ma_brood_place(&brood, reread, asked_ns);
     if (brood.n >= MA_MAX_CHILDREN) {
         warn_no_channel("too many children");
         return pf;
@@ -1135,8 +1153,7 @@ static bool listen_to(const struct owned_fd *channel, pid_t pid,
                       struct ma_place place)
 {
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = channel->fd};
-    struct ma_child *c = ma_brood_add(&brood, pid, channel->fd, place,
-                                      now_ns());
+    struct ma_child *c = ma_brood_add(&brood, pid, channel->fd, place);
     if (!c)
         return false;
     c->fd_dev = channel->dev;
@@ -1147,9 +1164,6 @@ static bool listen_to(const struct owned_fd *channel, pid_t pid,
     return false;
 }
 
-/* The listener starts before the child is recorded: starting a thread
- * takes a while (much longer on an emulated machine), and that is no gap
- * between two forks of a burst, which counts from the fork's return. */
 static void after_fork_in_parent(struct prefork *pf, pid_t pid)
 {
     release(&pf->child_end);
@@ -1194,11 +1208,71 @@ static void after_fork_in_child(struct prefork *pf)
     memcpy(&lock, &unlocked, sizeof lock);
 }
 
+/* What tells a new burst of forks from the next fork of the same burst:
+ * the read system calls the forking thread made in between (the kernel's
+ * syscr). nginx re-reads its configuration before it forks a reload's
+ * workers, and reads nothing between two forks of a burst, however long
+ * it waits for a CPU. Where the kernel does not say, the times the thread
+ * waited (voluntary context switches: nginx sleeps in sigsuspend between
+ * bursts) stand in. */
+struct fork_mark {
+    pid_t tid;
+    long long reads, waits; /* so far, or -1 */
+};
+
+static struct fork_mark last_fork; /* when the last fork returned */
+
+/* This thread's read system calls so far, or -1. The one read() here
+ * counts too, after the figure it returns. */
+static long long reads_so_far(void)
+{
+    char buf[512], *at;
+    ssize_t n;
+    int fd = open("/proc/thread-self/io", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    at = strstr(buf, "syscr: ");
+    return at ? strtoll(at + 7, NULL, 10) : -1;
+}
+
+static long long waits_so_far(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nvcsw : -1;
+}
+
+static struct fork_mark fork_mark_now(void)
+{
+    struct fork_mark m = {gettid(), -1, waits_so_far()};
+    m.reads = reads_so_far();
+    return m;
+}
+
+/* Whether the thread read a file (or, not knowing, waited) between the
+ * last fork's return and `now`, when this one was called. The read that
+ * took the last figure is not the program's. A fork from another thread
+ * than the last one is counted in the same burst, as forks of threads
+ * that run at once. */
+static bool reread_since(const struct fork_mark *now)
+{
+    if (last_fork.tid != now->tid)
+        return false;
+    if (now->reads >= 0 && last_fork.reads >= 0)
+        return now->reads > last_fork.reads + 1;
+    return now->waits > last_fork.waits;
+}
+
 EXPORT pid_t fork(void)
 {
     struct prefork pf;
     int saved_errno = errno;
     uint64_t asked;
+    struct fork_mark called;
     fork_fn *next;
     pid_t pid;
 
@@ -1212,11 +1286,12 @@ EXPORT pid_t fork(void)
             ma_config_say_again();
         return next();
     }
-    /* Taken before the lock: the listener may hold it for a while (moving
-     * memory), and that wait is no gap between two forks of a burst. */
+    /* Taken before the library does anything: what it reads is not the
+     * program's. */
     asked = now_ns();
+    called = fork_mark_now();
     lock_for_fork();
-    pf = prepare_fork(asked);
+    pf = prepare_fork(asked, reread_since(&called));
     errno = saved_errno;
     pid = next();
     saved_errno = errno;
@@ -1226,6 +1301,7 @@ EXPORT pid_t fork(void)
         return 0;
     }
     after_fork_in_parent(&pf, pid);
+    last_fork = fork_mark_now();
     pthread_mutex_unlock(&lock);
     errno = saved_errno;
     return pid;
