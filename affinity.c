@@ -684,14 +684,14 @@ static bool replaced_first(const struct ma_death *a, const struct ma_death *b)
 }
 
 /* The death this fork replaces, or -1 when it replaces none: a reaped one
- * of the newest generation, and after a file read (a reload) only one of a
- * child that had pinned. */
+ * (all are of the newest generation), and after a file read (a reload)
+ * only one of a child that had pinned. */
 static long respawned_death(const struct ma_brood *b, bool reread)
 {
     long best = -1;
     for (size_t i = 0; i < b->n_deaths; i++) {
         const struct ma_death *d = &b->deaths[i];
-        if (!d->reaped || d->gen != b->newest_gen || (reread && !d->pinned))
+        if (!d->reaped || (reread && !d->pinned))
             continue;
         if (best < 0 || replaced_first(d, &b->deaths[best]))
             best = (long)i;
@@ -726,7 +726,7 @@ struct ma_place ma_brood_place(struct ma_brood *b, bool reread,
                                uint64_t now_ns)
 {
     struct ma_place p = {.started_ns = now_ns};
-    long d = b->newest_gen ? respawned_death(b, reread) : -1;
+    long d = respawned_death(b, reread);
     if (d >= 0) {
         p.gen = b->deaths[d].gen;
         p.rank = b->deaths[d].rank;
