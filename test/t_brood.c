@@ -26,12 +26,14 @@ static bool was_reaped(pid_t pid)
     return false;
 }
 
+/* The place the last fork was given. */
+static struct ma_place last_place;
+
 static void forked(pid_t pid, bool reread, uint64_t t_ms)
 {
-    struct ma_place p;
     ma_brood_check_reaped(&b, was_reaped);
-    p = ma_brood_place(&b, reread, t_ms * MS);
-    ma_brood_add(&b, pid, pid + 1000, p);
+    last_place = ma_brood_place(&b, reread, t_ms * MS);
+    ma_brood_add(&b, pid, pid + 1000, last_place);
 }
 
 /* A fork with nothing read since the previous one: the next of a burst,
@@ -300,8 +302,10 @@ static void test_reload_after_loader_exit(void)
     reload_at(30, 60001);
     place_is(30, 2, 0, "the reload's first fork, right after the loader's "
              "exit, opens generation 2");
+    ok(last_place.opened && !last_place.respawn, "and says it opened it");
     fork_at(31, 60400);
     place_is(31, 2, 1, "the second fork, 400 ms later, is its rank 1");
+    ok(!last_place.opened, "and opened nothing");
     fork_at(32, 60401);
     fork_at(33, 60900);
     place_is(33, 2, 3, "the burst stays in generation 2");
@@ -341,7 +345,9 @@ static void test_reload_after_unreplaced_worker(void)
     reload_at(30, 40000);
     place_is(30, 1, 1, "the reload's first fork is taken for worker 1's "
              "respawn at first");
+    ok(last_place.respawn && !last_place.opened, "a respawn opens nothing");
     fork_at(31, 40300);
+    ok(last_place.opened, "the second fork is the one that opened generation 2");
     place_is(30, 2, 0, "the second fork shows it opened generation 2");
     place_is(31, 2, 1, "the second fork is its rank 1");
     fork_at(32, 40600);
