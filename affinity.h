@@ -151,11 +151,10 @@ int ma_report_decode(const void *buf, size_t len, struct ma_report *out);
  *    reaped by the master, and no fork has replaced it yet: nginx reaps a
  *    dead worker before it forks the replacement, so a child whose end
  *    the master has not yet collected is never replaced by this fork. It
- *    takes the dead child's generation and rank, the lowest rank first,
- *    and children that had pinned before the others. A child the master
- *    reaped without replacing it (nginx's cache loader, done; a worker that
- *    failed fatally) is replaced by a later fork only when the master read
- *    no file since its previous fork;
+ *    takes the dead child's generation and rank: children that had pinned
+ *    first, then the lowest rank. After a file read (see 2) only a child
+ *    that had pinned is replaced: nginx's cache loader exits when done and
+ *    is never replaced, and a reload's first fork is no respawn of it;
  * 2. the first of a new generation, when the forking thread read a file
  *    since the master's previous fork returned (nginx re-reads its
  *    configuration before it forks a reload's workers, and reads nothing
@@ -169,10 +168,11 @@ int ma_report_decode(const void *buf, size_t len, struct ma_report *out);
  * The leader slot is the lowest-ranked child that has pinned in the oldest
  * generation that still has a live pinned child: the master keeps following
  * the old workers until they are all gone, and a respawned worker 0 takes
- * its own place back. While the leader's process is dead but its generation
- * has another pinned child, the master holds on to its last mask. When no
- * live child is pinned and a newer generation than the followed one lives,
- * the master returns to its original mask.
+ * its own place back. While the leader's process is dead, the master
+ * holds on to its last mask as long as its generation has another pinned
+ * child, or no newer generation lives. When no live child is pinned and a
+ * newer generation than the followed one lives, the master returns to its
+ * original mask.
  *
  * Workers pin themselves in whatever order the scheduler runs them. Rather
  * than follow worker 1 for a moment, the master waits for a lower-ranked
