@@ -122,7 +122,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
 
     stop_nginx
 done
-diag "rounds with a wrong place or move: $wrong of $ROUNDS"
+diag "steps with a wrong place or move: $wrong of $((ROUNDS * 4)) ($ROUNDS rounds)"
 for p in "${hogs[@]}"; do
     kill -9 "$p" 2>/dev/null
 done
