@@ -651,55 +651,60 @@ void ma_brood_init(struct ma_brood *b)
     b->n = 0;
     b->newest_gen = 0;
     b->next_rank = 0;
-    b->last_fork_ns = 0;
     b->n_deaths = 0;
     b->following = false;
     b->lead_gen = b->lead_rank = 0;
     b->lead_pid = 0;
     b->wait_until = 0;
     b->respawn_pid = 0;
-    b->respawn_delay = 0;
     CPU_ZERO(&b->lead_mask);
-}
-
-/* How long before now_ns `then` was. A fork is timed when it is asked for,
- * before it waits for the lock: a death or fork recorded meanwhile, later
- * by the clock, counts as no earlier than the fork. */
-static uint64_t elapsed(uint64_t then, uint64_t now_ns)
-{
-    return now_ns > then ? now_ns - then : 0;
 }
 
 static void drop_death(struct ma_brood *b, size_t i)
 {
-    b->deaths[i] = b->deaths[--b->n_deaths];
+    memmove(&b->deaths[i], &b->deaths[i + 1],
+            (b->n_deaths - i - 1) * sizeof b->deaths[0]);
+    b->n_deaths--;
 }
 
-/* The lowest-ranked recent death of the newest generation: the child this
- * fork replaces, or -1 when it replaces none. */
-static long respawned_death(const struct ma_brood *b, uint64_t now_ns)
+void ma_brood_check_reaped(struct ma_brood *b, bool (*reaped)(pid_t))
+{
+    for (size_t i = 0; i < b->n_deaths; i++)
+        if (!b->deaths[i].reaped && reaped(b->deaths[i].pid))
+            b->deaths[i].reaped = true;
+}
+
+/* Whether death a is replaced before death b: pinned children first (the
+ * ones a reload after a cache loader's exit must not take), then by rank. */
+static bool replaced_first(const struct ma_death *a, const struct ma_death *b)
+{
+    if (a->pinned != b->pinned)
+        return a->pinned;
+    return a->rank < b->rank;
+}
+
+/* The death this fork replaces, or -1 when it replaces none: a reaped one
+ * (all are of the newest generation), and after a file read (a reload)
+ * only one of a child that had pinned. */
+static long respawned_death(const struct ma_brood *b, bool reread)
 {
     long best = -1;
     for (size_t i = 0; i < b->n_deaths; i++) {
         const struct ma_death *d = &b->deaths[i];
-        if (d->gen != b->newest_gen ||
-            elapsed(d->at_ns, now_ns) > MA_RESPAWN_NS)
+        if (!d->reaped || (reread && !d->pinned))
             continue;
-        if (best < 0 || d->rank < b->deaths[best].rank)
+        if (best < 0 || replaced_first(d, &b->deaths[best]))
             best = (long)i;
     }
     return best;
 }
 
 /* Moves the previous fork's child, taken for a respawn, to the head of
- * the generation being opened when the fork after it shows it was the
- * first of a burst. */
-static void take_back_respawn(struct ma_brood *b, uint64_t gap)
+ * the generation just opened: the fork after it shows it was the first of
+ * a burst. */
+static void take_back_respawn(struct ma_brood *b)
 {
-    struct ma_child *first;
-    if (!b->respawn_pid || gap > MA_BURST_NS || gap >= b->respawn_delay)
-        return;
-    first = ma_brood_find_pid(b, b->respawn_pid);
+    struct ma_child *first = ma_brood_find_pid(b, b->respawn_pid);
     if (!first)
         return;
     first->gen = b->newest_gen;
@@ -710,36 +715,38 @@ static void take_back_respawn(struct ma_brood *b, uint64_t gap)
     }
 }
 
-static void open_generation(struct ma_brood *b, uint64_t gap)
+static void open_generation(struct ma_brood *b)
 {
     b->newest_gen++;
     b->next_rank = 0;
-    take_back_respawn(b, gap);
+    b->n_deaths = 0;
 }
 
-struct ma_place ma_brood_place(struct ma_brood *b, uint64_t now_ns)
+struct ma_place ma_brood_place(struct ma_brood *b, bool reread,
+                               uint64_t now_ns)
 {
     struct ma_place p = {.started_ns = now_ns};
-    long d = respawned_death(b, now_ns);
-    uint64_t gap = elapsed(b->last_fork_ns, now_ns);
+    long d = respawned_death(b, reread);
     if (d >= 0) {
         p.gen = b->deaths[d].gen;
         p.rank = b->deaths[d].rank;
         p.respawn = true;
-        p.respawn_delay = elapsed(b->deaths[d].at_ns, now_ns);
         drop_death(b, (size_t)d);
         return p;
     }
-    b->n_deaths = 0;
-    if (b->newest_gen == 0 || gap > MA_BURST_NS || b->respawn_pid)
-        open_generation(b, gap);
+    if (b->newest_gen == 0 || reread || b->respawn_pid) {
+        open_generation(b);
+        if (!reread)
+            take_back_respawn(b);
+        p.opened = true;
+    }
     p.gen = b->newest_gen;
     p.rank = b->next_rank++;
     return p;
 }
 
 struct ma_child *ma_brood_add(struct ma_brood *b, pid_t pid, int fd,
-                              struct ma_place place, uint64_t now_ns)
+                              struct ma_place place)
 {
     struct ma_child *c;
     if (b->n >= MA_MAX_CHILDREN)
@@ -752,9 +759,7 @@ struct ma_child *ma_brood_add(struct ma_brood *b, pid_t pid, int fd,
     c->pinned = false;
     c->reports = 0;
     c->forked_ns = place.started_ns;
-    b->last_fork_ns = now_ns;
     b->respawn_pid = place.respawn ? pid : 0;
-    b->respawn_delay = place.respawn_delay;
     c->pinned_ns = 0;
     CPU_ZERO(&c->mask);
     return c;
@@ -793,12 +798,14 @@ void ma_brood_forget(struct ma_brood *b, struct ma_child *c)
     *c = b->kids[--b->n];
 }
 
-void ma_brood_died(struct ma_brood *b, struct ma_child *c, uint64_t now_ns)
+void ma_brood_died(struct ma_brood *b, struct ma_child *c)
 {
-    struct ma_death d = {c->gen, c->rank, now_ns};
-    if (b->n_deaths == MA_MAX_RECENT_DEATHS)
-        drop_death(b, 0);
-    b->deaths[b->n_deaths++] = d;
+    struct ma_death d = {c->pid, c->gen, c->rank, c->pinned, false};
+    if (c->gen == b->newest_gen) {
+        if (b->n_deaths == MA_MAX_RECENT_DEATHS)
+            drop_death(b, 0);
+        b->deaths[b->n_deaths++] = d;
+    }
     ma_brood_forget(b, c);
 }
 
@@ -870,15 +877,15 @@ static void lead(struct ma_brood *b, const struct ma_child *c)
     b->lead_pid = c->pid;
 }
 
-/* When a lower-ranked sibling of c, forked moments ago, may still pin:
- * the time until which to wait for it, or 0. */
-static uint64_t settle_until(const struct ma_brood *b,
-                             const struct ma_child *c, uint64_t now_ns)
+/* When a lower-ranked sibling of c lives and has not pinned yet: the time
+ * until which to wait for it, or 0 once it has been given up on. */
+static uint64_t wait_for_sibling(const struct ma_brood *b,
+                                 const struct ma_child *c, uint64_t now_ns)
 {
     uint64_t until = 0;
     for (size_t i = 0; i < b->n; i++) {
         const struct ma_child *s = &b->kids[i];
-        uint64_t t = s->forked_ns + MA_SETTLE_NS;
+        uint64_t t = s->forked_ns + MA_GIVE_UP_NS;
         if (s->gen == c->gen && s->rank < c->rank && !s->pinned &&
             t > now_ns && t > until)
             until = t;
@@ -906,7 +913,7 @@ enum ma_verdict ma_brood_decide(struct ma_brood *b, uint64_t now_ns)
     if (same_slot && first->rank > b->lead_rank)
         return MA_FOLLOW;
     if (!(same_slot && first->rank == b->lead_rank)) {
-        b->wait_until = settle_until(b, first, now_ns);
+        b->wait_until = wait_for_sibling(b, first, now_ns);
         if (b->wait_until)
             return MA_WAIT;
     }

@@ -138,36 +138,49 @@ int ma_report_decode(const void *buf, size_t len, struct ma_report *out);
 
 /* ---- the brood: a master's children, and which one it follows ----
  *
- * Children are grouped in generations. A fork starts a new generation
- * unless it comes within MA_BURST_NS of the return of the previous fork
- * (nginx forks all the workers of a configuration in one burst, with only a
- * few system calls between two forks, and sleeps 100 ms after a burst
- * before it can start another; a fork itself can take long in a large or
- * slow master, so the gap is counted from its return), or it is a respawn: it follows the death of a child
- * of the newest generation, noticed since the previous fork and at most
- * MA_RESPAWN_NS before it (nginx reaps the dead worker, then forks its
- * replacement at once). A respawn takes the dead child's generation and
- * rank. It is one fork for one death, never part of a burst: the next
- * fork that is no respawn opens a generation. And when that next fork
- * follows it, within a burst's gap, sooner than it followed its death, it
- * was no respawn but the first fork of a burst (a reload soon after a
- * child's exit): it moves into the new generation, first.
+ * The rule goes by the order of what the master sees, never by the time
+ * between: on a busy machine, or in a container stalled by its CPU quota,
+ * two forks of one burst can come hundreds of milliseconds apart, and a
+ * respawn long after the death it replaces.
+ *
+ * Children are grouped in generations (nginx: one start or reload each),
+ * each ranked in fork order (worker 0 has rank 0). A fork is, in this
+ * order:
+ *
+ * 1. a respawn, when a child of the newest generation has died and been
+ *    reaped by the master, and no fork has replaced it yet: nginx reaps a
+ *    dead worker before it forks the replacement, so a child whose end
+ *    the master has not yet collected is never replaced by this fork. It
+ *    takes the dead child's generation and rank: children that had pinned
+ *    first, then the lowest rank. After a file read (see 2) only a child
+ *    that had pinned is replaced: nginx's cache loader exits when done and
+ *    is never replaced, and a reload's first fork is no respawn of it;
+ * 2. the first of a new generation, when the forking thread read a file
+ *    since the master's previous fork returned (nginx re-reads its
+ *    configuration before it forks a reload's workers, and reads nothing
+ *    between two forks of a burst), or at the master's first fork;
+ * 3. the next of the newest generation's burst otherwise. But a respawn is
+ *    one fork for one death: when such a fork follows one taken for a
+ *    respawn with no file read in between, that one was no respawn but the
+ *    first fork of a burst (a reload after a death nginx does not
+ *    replace): both move into a new generation, it first.
  *
  * The leader slot is the lowest-ranked child that has pinned in the oldest
  * generation that still has a live pinned child: the master keeps following
  * the old workers until they are all gone, and a respawned worker 0 takes
- * its own place back. While the leader's process is dead but its generation
- * lives, the master holds on to its last mask. When no live child is pinned
- * and a newer generation than the followed one lives, the master returns to
- * its original mask.
+ * its own place back. While the leader's process is dead, the master
+ * holds on to its last mask as long as its generation has another pinned
+ * child, or no newer generation lives. When no live child is pinned and a
+ * newer generation than the followed one lives, the master returns to its
+ * original mask.
  *
  * Workers pin themselves in whatever order the scheduler runs them. Rather
- * than follow worker 1 for a moment, the master waits up to MA_SETTLE_NS
- * after the fork of a lower-ranked sibling that has not pinned yet. */
+ * than follow worker 1 for a moment, the master waits for a lower-ranked
+ * sibling that lives and has not pinned yet; the one time limit: it gives
+ * up on it MA_GIVE_UP_NS after that sibling's fork (a worker 0 that cannot
+ * pin itself). Holding a dead leader's slot is never given up by time. */
 
-#define MA_SETTLE_NS (100 * 1000 * 1000ULL)
-#define MA_BURST_NS (50 * 1000 * 1000ULL)
-#define MA_RESPAWN_NS (250 * 1000 * 1000ULL)
+#define MA_GIVE_UP_NS (3000 * 1000 * 1000ULL)
 #define MA_MAX_RECENT_DEATHS 64
 /* A worker pins itself once or twice; a child that keeps reporting is
  * broken or hostile, and is no longer listened to. */
@@ -187,10 +200,13 @@ struct ma_child {
     uint64_t pinned_ns; /* when it last pinned, by its own clock reading */
 };
 
+/* A child of the newest generation whose channel ended, not replaced yet. */
 struct ma_death {
+    pid_t pid;
     unsigned gen;
     unsigned rank;
-    uint64_t at_ns;
+    bool pinned; /* it had pinned itself */
+    bool reaped; /* the master has collected its exit status */
 };
 
 struct ma_brood {
@@ -198,8 +214,7 @@ struct ma_brood {
     size_t n;
     unsigned newest_gen;    /* gen of the latest non-respawn fork; 0: none */
     unsigned next_rank;     /* next rank within newest_gen */
-    uint64_t last_fork_ns;  /* when the previous fork returned */
-    struct ma_death deaths[MA_MAX_RECENT_DEATHS]; /* since the last fork */
+    struct ma_death deaths[MA_MAX_RECENT_DEATHS];
     size_t n_deaths;
     bool following;         /* a leader slot is set */
     unsigned lead_gen, lead_rank;
@@ -207,14 +222,14 @@ struct ma_brood {
     pid_t lead_pid;         /* its process, or 0 while it is dead */
     uint64_t wait_until;    /* with MA_WAIT: when to decide again */
     pid_t respawn_pid;      /* the previous fork's child, if a respawn */
-    uint64_t respawn_delay; /* from the death it replaced to its fork */
 };
 
 struct ma_place {
     unsigned gen, rank;
     uint64_t started_ns; /* when the fork was asked for */
     bool respawn;
-    uint64_t respawn_delay; /* from the death it replaces to started_ns */
+    bool opened; /* the fork opened its generation (its first, or second
+                    after a fork taken back from a respawn) */
 };
 
 enum ma_verdict {
@@ -226,14 +241,20 @@ enum ma_verdict {
 
 void ma_brood_init(struct ma_brood *b);
 
-/* Decides the generation and rank of a child about to be forked at now_ns,
- * and forgets the deaths it has seen. Call once per fork, before it. */
-struct ma_place ma_brood_place(struct ma_brood *b, uint64_t now_ns);
+/* Marks the deaths whose process is reaped (reaped(pid) true: its exit
+ * status collected by the program). Call before ma_brood_place. */
+void ma_brood_check_reaped(struct ma_brood *b, bool (*reaped)(pid_t));
 
-/* Records a child whose fork returned at now_ns. Returns its entry, or NULL
- * when the table is full. */
+/* Decides the generation and rank of a child about to be forked at now_ns;
+ * reread: the forking thread read a file since the previous fork. Call
+ * once per fork, before it. */
+struct ma_place ma_brood_place(struct ma_brood *b, bool reread,
+                               uint64_t now_ns);
+
+/* Records a child whose fork returned. Returns its entry, or NULL when the
+ * table is full. */
 struct ma_child *ma_brood_add(struct ma_brood *b, pid_t pid, int fd,
-                              struct ma_place place, uint64_t now_ns);
+                              struct ma_place place);
 
 struct ma_child *ma_brood_find_fd(struct ma_brood *b, int fd);
 struct ma_child *ma_brood_find_pid(struct ma_brood *b, pid_t pid);
@@ -243,7 +264,7 @@ void ma_brood_pinned(struct ma_brood *b, struct ma_child *c,
                      const struct ma_report *r);
 
 /* A child is gone (its channel closed). Removes it from the table. */
-void ma_brood_died(struct ma_brood *b, struct ma_child *c, uint64_t now_ns);
+void ma_brood_died(struct ma_brood *b, struct ma_child *c);
 
 /* Stops listening to a child that broke the protocol; unlike a death, this
  * is no cue for a respawn. Removes it from the table. */

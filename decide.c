@@ -327,7 +327,7 @@ static unsigned pin_check_gen;
 
 void ma_plan_pin_check(const struct ma_place *place)
 {
-    if (place->rank != 0 || place->respawn)
+    if (!place->opened)
         return;
     pin_check_at = now_ns() + PIN_WAIT_NS;
     pin_check_gen = place->gen;

@@ -30,7 +30,7 @@ void ma_stop_listening(struct ma_child *c)
 static void child_gone(struct ma_child *c)
 {
     ma_stop_listening(c);
-    ma_brood_died(&brood, c, now_ns());
+    ma_brood_died(&brood, c);
     ma_apply_decision();
 }
 
@@ -84,11 +84,17 @@ static void read_ready(const struct epoll_event *ev, int n)
         read_channel(ev[i].data.fd);
 }
 
-/* Before a fork: what children said (or their deaths) up to now. */
+/* Before a fork: what children said (or their deaths) up to now, all of
+ * it: a death the program has reaped is known before the fork that may
+ * replace it. */
 void ma_drain_channels(void)
 {
     struct epoll_event ev[32];
-    read_ready(ev, epoll_wait(self.epoll.fd, ev, 32, 0));
+    int n, rounds = MA_MAX_CHILDREN / 32 + 2;
+    do {
+        n = epoll_wait(self.epoll.fd, ev, 32, 0);
+        read_ready(ev, n);
+    } while (n == 32 && --rounds > 0);
 }
 
 /* Milliseconds until the earliest of a deferred decision, a touch-up and a

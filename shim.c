@@ -27,6 +27,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -309,7 +310,17 @@ static void yield_descriptors(long missing)
     ma_apply_decision();
 }
 
-static struct prefork prepare_fork(uint64_t asked_ns)
+/* Whether the program has collected child pid's exit status (nginx reaps
+ * a dead worker before it forks the replacement). Looks without reaping:
+ * the status and SIGCHLD stay the program's. */
+static bool reaped(pid_t pid)
+{
+    siginfo_t si = {0};
+    return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 &&
+           errno == ECHILD;
+}
+
+static struct prefork prepare_fork(uint64_t asked_ns, bool reread)
 {
     struct prefork pf = {.master_end = NO_FD, .child_end = NO_FD};
     long missing;
@@ -319,7 +330,8 @@ static struct prefork prepare_fork(uint64_t asked_ns)
         return pf;
     ma_drain_channels();
     ma_memory_prefork();
-    pf.place = ma_brood_place(&brood, asked_ns);
+    ma_brood_check_reaped(&brood, reaped);
+    pf.place = ma_brood_place(&brood, reread, asked_ns);
     if (brood.n >= MA_MAX_CHILDREN) {
         warn_no_channel("too many children");
         return pf;
@@ -359,8 +371,7 @@ static bool listen_to(const struct owned_fd *channel, pid_t pid,
                       struct ma_place place)
 {
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = channel->fd};
-    struct ma_child *c = ma_brood_add(&brood, pid, channel->fd, place,
-                                      now_ns());
+    struct ma_child *c = ma_brood_add(&brood, pid, channel->fd, place);
     if (!c)
         return false;
     c->fd_dev = channel->dev;
@@ -371,9 +382,6 @@ static bool listen_to(const struct owned_fd *channel, pid_t pid,
     return false;
 }
 
-/* The listener starts before the child is recorded: starting a thread
- * takes a while (much longer on an emulated machine), and that is no gap
- * between two forks of a burst, which counts from the fork's return. */
 static void after_fork_in_parent(struct prefork *pf, pid_t pid)
 {
     ma_release(&pf->child_end);
@@ -416,11 +424,71 @@ static void after_fork_in_child(struct prefork *pf)
     memcpy(&lock, &unlocked, sizeof lock);
 }
 
+/* What tells a new burst of forks from the next fork of the same burst:
+ * the read system calls the forking thread made in between (the kernel's
+ * syscr). nginx re-reads its configuration before it forks a reload's
+ * workers, and reads nothing between two forks of a burst, however long
+ * it waits for a CPU. Where the kernel does not say, the times the thread
+ * waited (voluntary context switches: nginx sleeps in sigsuspend between
+ * bursts) stand in. */
+struct fork_mark {
+    pid_t tid;
+    long long reads, waits; /* so far, or -1 */
+};
+
+static struct fork_mark last_fork; /* when the last fork returned */
+
+/* This thread's read system calls so far, or -1. The one read() here
+ * counts too, after the figure it returns. */
+static long long reads_so_far(void)
+{
+    char buf[512], *at;
+    ssize_t n;
+    int fd = open("/proc/thread-self/io", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    at = strstr(buf, "syscr: ");
+    return at ? strtoll(at + 7, NULL, 10) : -1;
+}
+
+static long long waits_so_far(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nvcsw : -1;
+}
+
+static struct fork_mark fork_mark_now(void)
+{
+    struct fork_mark m = {gettid(), -1, waits_so_far()};
+    m.reads = reads_so_far();
+    return m;
+}
+
+/* Whether the thread read a file (or, not knowing, waited) between the
+ * last fork's return and `now`, when this one was called. The read that
+ * took the last figure is not the program's. A fork from another thread
+ * than the last one is counted in the same burst, as forks of threads
+ * that run at once. */
+static bool reread_since(const struct fork_mark *now)
+{
+    if (last_fork.tid != now->tid)
+        return false;
+    if (now->reads >= 0 && last_fork.reads >= 0)
+        return now->reads > last_fork.reads + 1;
+    return now->waits > last_fork.waits;
+}
+
 EXPORT pid_t fork(void)
 {
     struct prefork pf;
     int saved_errno = errno;
     uint64_t asked;
+    struct fork_mark called;
     fork_fn *next;
     pid_t pid;
 
@@ -434,11 +502,12 @@ EXPORT pid_t fork(void)
             ma_config_say_again();
         return next();
     }
-    /* Taken before the lock: the listener may hold it for a while (moving
-     * memory), and that wait is no gap between two forks of a burst. */
+    /* Taken before the library does anything: what it reads is not the
+     * program's. */
     asked = now_ns();
+    called = fork_mark_now();
     ma_lock_for_fork();
-    pf = prepare_fork(asked);
+    pf = prepare_fork(asked, reread_since(&called));
     errno = saved_errno;
     pid = next();
     saved_errno = errno;
@@ -448,6 +517,7 @@ EXPORT pid_t fork(void)
         return 0;
     }
     after_fork_in_parent(&pf, pid);
+    last_fork = fork_mark_now();
     pthread_mutex_unlock(&lock);
     errno = saved_errno;
     return pid;

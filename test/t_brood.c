@@ -1,5 +1,5 @@
-/* The leader choice over made-up fork, pin and death sequences, timed as
- * nginx times them. */
+/* The leader choice over made-up fork, pin and death sequences, in the
+ * order nginx makes them; the times say when, and must not matter. */
 #define _GNU_SOURCE
 #include "affinity.h"
 #include "test/tap.h"
@@ -8,17 +8,45 @@
 
 static struct ma_brood b;
 
-static void fork_at(pid_t pid, uint64_t t_ms)
+/* The processes the master has reaped (collected their exit status). */
+static pid_t reaped_pids[64];
+static size_t n_reaped;
+
+static void reap(pid_t pid)
 {
-    struct ma_place p = ma_brood_place(&b, t_ms * MS);
-    ma_brood_add(&b, pid, pid + 1000, p, t_ms * MS);
+    if (n_reaped < sizeof reaped_pids / sizeof *reaped_pids)
+        reaped_pids[n_reaped++] = pid;
 }
 
-/* A fork that takes long (a large master, an emulated machine). */
-static void slow_fork(pid_t pid, uint64_t start_ms, uint64_t end_ms)
+static bool was_reaped(pid_t pid)
 {
-    struct ma_place p = ma_brood_place(&b, start_ms * MS);
-    ma_brood_add(&b, pid, pid + 1000, p, end_ms * MS);
+    for (size_t i = 0; i < n_reaped; i++)
+        if (reaped_pids[i] == pid)
+            return true;
+    return false;
+}
+
+/* The place the last fork was given. */
+static struct ma_place last_place;
+
+static void forked(pid_t pid, bool reread, uint64_t t_ms)
+{
+    ma_brood_check_reaped(&b, was_reaped);
+    last_place = ma_brood_place(&b, reread, t_ms * MS);
+    ma_brood_add(&b, pid, pid + 1000, last_place);
+}
+
+/* A fork with nothing read since the previous one: the next of a burst,
+ * or a respawn. */
+static void fork_at(pid_t pid, uint64_t t_ms)
+{
+    forked(pid, false, t_ms);
+}
+
+/* The first fork after the master read its configuration again. */
+static void reload_at(pid_t pid, uint64_t t_ms)
+{
+    forked(pid, true, t_ms);
 }
 
 static void pin_at(pid_t pid, int cpu, uint64_t t_ms)
@@ -29,9 +57,18 @@ static void pin_at(pid_t pid, int cpu, uint64_t t_ms)
     ma_brood_pinned(&b, ma_brood_find_pid(&b, pid), &r);
 }
 
+/* A child's channel ends; the master has not reaped it yet. */
+static void end_at(pid_t pid, uint64_t t_ms)
+{
+    (void)t_ms;
+    ma_brood_died(&b, ma_brood_find_pid(&b, pid));
+}
+
+/* A child dies and the master reaps it, as nginx does at once. */
 static void die_at(pid_t pid, uint64_t t_ms)
 {
-    ma_brood_died(&b, ma_brood_find_pid(&b, pid), t_ms * MS);
+    end_at(pid, t_ms);
+    reap(pid);
 }
 
 /* "follow PID on CPU", "hold on CPU", "restore", "wait" or "nothing". */
@@ -70,6 +107,7 @@ static void place_is(pid_t pid, unsigned gen, unsigned rank, const char *what)
 static void start(void)
 {
     ma_brood_init(&b);
+    n_reaped = 0;
     fork_at(10, 0);
     fork_at(11, 1);
     fork_at(12, 2);
@@ -91,7 +129,7 @@ static void test_start(void)
     is_str(decide_at(4), "nothing", "nothing to follow before a pin");
     pin_at(11, 0, 5);
     is_str(decide_at(5), "wait", "worker 1 pinned first: wait for worker 0");
-    ok(b.wait_until == 100 * MS, "until 100 ms after worker 0's fork");
+    ok(b.wait_until == 3000 * MS, "until 3 s after worker 0's fork");
     pin_at(10, 1, 6);
     is_str(decide_at(6), "follow 10 on 1", "then follow worker 0");
     place_is(13, 1, 3, "the loader is in the first burst");
@@ -99,10 +137,11 @@ static void test_start(void)
     start();
     pin_at(11, 0, 5);
     is_str(decide_at(5), "wait", "worker 0 has not pinned");
-    is_str(decide_at(101), "follow 11 on 0",
-           "a worker 0 that never pins is given up after the settle time");
-    pin_at(10, 1, 150);
-    is_str(decide_at(150), "follow 10 on 1",
+    is_str(decide_at(2999), "wait", "still waiting for it 3 s later, less 1 ms");
+    is_str(decide_at(3001), "follow 11 on 0",
+           "a worker 0 that never pins is given up 3 s after its fork");
+    pin_at(10, 1, 3050);
+    is_str(decide_at(3050), "follow 10 on 1",
            "and followed when it pins after all");
 
     start();
@@ -144,8 +183,10 @@ static void test_respawn(void)
     pin_at(10, 1, 5);
     decide_at(5);
     die_at(10, 1000);
-    fork_at(40, 3000);
-    place_is(40, 2, 0, "a fork long after a death is no respawn");
+    is_str(decide_at(60000), "hold on 1",
+           "a minute later the dead worker 0's place is still held");
+    fork_at(40, 60000);
+    place_is(40, 1, 0, "a fork long after a death is its respawn all the same");
 }
 
 /* A reload: new workers 20 (CPU 0) and 21 (CPU 1) forked at 5000 ms while
@@ -153,7 +194,7 @@ static void test_respawn(void)
 static void reload(void)
 {
     start_pinned();
-    fork_at(20, 5000);
+    reload_at(20, 5000);
     fork_at(21, 5000);
     fork_at(22, 5001);
     pin_at(20, 0, 5002);
@@ -185,7 +226,7 @@ static void test_reload(void)
     die_at(10, 5100);
     die_at(11, 5101);
     decide_at(5101);
-    fork_at(30, 5400);
+    reload_at(30, 5400);
     place_is(30, 3, 0,
              "a reload soon after old workers died opens a new generation");
 }
@@ -203,7 +244,7 @@ static void death_then_reload(pid_t dead, pid_t respawned)
     if (dead == 11)
         pin_at(respawned, 0, 1002);
     decide_at(1002);
-    fork_at(30, 1021);
+    reload_at(30, 1021);
     fork_at(31, 1021);
     fork_at(32, 1022);
     fork_at(33, 1022);
@@ -249,40 +290,36 @@ static void test_reload_after_death(void)
                            "worker 0 leads once the old ones are gone");
 }
 
-/* The loader exits on its own (no respawn) and a reload follows within the
- * respawn window: its first fork looks like the loader's respawn, until
- * the second comes sooner after it than it came after the loader's exit. */
+/* The loader exits on its own (no respawn); later a reload. Its first
+ * fork comes after the master read its configuration: no respawn of the
+ * loader, however soon. */
 static void test_reload_after_loader_exit(void)
 {
     const pid_t old[] = {11, 12, 10};
 
     start_pinned();
     die_at(13, 60000);
-    fork_at(30, 60100);
-    place_is(30, 1, 3, "the reload's first fork is taken for the loader's "
-             "respawn at first");
-    fork_at(31, 60100);
-    place_is(30, 2, 0, "the second fork shows it opened generation 2");
-    place_is(31, 2, 1, "the second fork is its rank 1");
-    fork_at(32, 60101);
-    fork_at(33, 60101);
+    reload_at(30, 60001);
+    place_is(30, 2, 0, "the reload's first fork, right after the loader's "
+             "exit, opens generation 2");
+    ok(last_place.opened && !last_place.respawn, "and says it opened it");
+    fork_at(31, 60400);
+    place_is(31, 2, 1, "the second fork, 400 ms later, is its rank 1");
+    ok(!last_place.opened, "and opened nothing");
+    fork_at(32, 60401);
+    fork_at(33, 60900);
     place_is(33, 2, 3, "the burst stays in generation 2");
-    pin_at(30, 0, 60102);
-    pin_at(31, 1, 60102);
-    is_str(decide_at(60103), "follow 10 on 1", "old worker 0 still leads");
+    pin_at(31, 1, 60950);
+    pin_at(30, 0, 61000);
+    is_str(decide_at(61000), "follow 10 on 1", "old worker 0 still leads");
     for (size_t i = 0; i < 3; i++)
-        die_at(old[i], 60200 + i);
-    is_str(decide_at(60300), "follow 30 on 0",
+        die_at(old[i], 61200 + i);
+    is_str(decide_at(61300), "follow 30 on 0",
            "old ones gone: the new worker 0 leads");
 
     start_pinned();
     die_at(13, 60000);
-    fork_at(30, 60300);
-    place_is(30, 2, 0, "a reload past the respawn window opens generation 2");
-
-    start_pinned();
-    die_at(13, 60000);
-    fork_at(30, 60100);
+    reload_at(30, 60100);
     fork_at(31, 60100);
     die_at(10, 60200);
     die_at(11, 60201);
@@ -290,6 +327,39 @@ static void test_reload_after_loader_exit(void)
     is_str(decide_at(60300), "restore",
            "a reload that removes the affinity soon after the loader's exit: "
            "back to the original mask");
+
+    start_pinned();
+    die_at(13, 60000);
+    fork_at(30, 60100);
+    place_is(30, 1, 3, "a fork with nothing read since the last one after "
+             "the loader's exit takes its place");
+}
+
+/* A worker that nginx does not respawn (it failed fatally), then a reload:
+ * its first fork is taken for a respawn of the worker, and the second,
+ * with nothing read in between, shows it opened a burst. */
+static void test_reload_after_unreplaced_worker(void)
+{
+    start_pinned();
+    die_at(11, 30000);
+    reload_at(30, 40000);
+    place_is(30, 1, 1, "the reload's first fork is taken for worker 1's "
+             "respawn at first");
+    ok(last_place.respawn && !last_place.opened, "a respawn opens nothing");
+    fork_at(31, 40300);
+    ok(last_place.opened, "the second fork is the one that opened generation 2");
+    place_is(30, 2, 0, "the second fork shows it opened generation 2");
+    place_is(31, 2, 1, "the second fork is its rank 1");
+    fork_at(32, 40600);
+    place_is(32, 2, 2, "and the burst goes on in generation 2");
+    pin_at(30, 0, 40700);
+    pin_at(31, 1, 40700);
+    is_str(decide_at(40700), "follow 10 on 1", "old worker 0 still leads");
+    die_at(10, 40800);
+    die_at(12, 40801);
+    die_at(13, 40802);
+    is_str(decide_at(40802), "follow 30 on 0",
+           "old ones gone: the new worker 0 leads");
 }
 
 static void test_least_needed(void)
@@ -315,7 +385,7 @@ static void test_least_needed(void)
 static void test_affinity_removed(void)
 {
     start_pinned();
-    fork_at(20, 5000);
+    reload_at(20, 5000);
     fork_at(21, 5000);
     die_at(10, 5100);
     is_str(decide_at(5100), "hold on 1", "one old worker left: hold");
@@ -332,42 +402,124 @@ static void test_loader_exit(void)
     decide_at(5);
     die_at(13, 60000);
     is_str(decide_at(60000), "follow 10 on 1", "the loader's exit changes nothing");
-    fork_at(20, 62000);
+    reload_at(20, 62000);
     place_is(20, 2, 0, "a reload after the loader's exit is a new generation");
+}
+
+/* nginx with 4 workers (worker 0 on CPU 1, the others on CPU 0), a cache
+ * manager and a loader, its forks 300 ms apart: a busy machine. */
+static void slow_start(void)
+{
+    ma_brood_init(&b);
+    n_reaped = 0;
+    for (pid_t p = 10; p < 16; p++)
+        fork_at(p, (uint64_t)(p - 10) * 300);
 }
 
 static void test_slow_forks(void)
 {
-    ma_brood_init(&b);
-    slow_fork(10, 0, 80);
-    slow_fork(11, 81, 160);
-    place_is(11, 1, 1, "forks of 80 ms each still make one burst");
-    pin_at(10, 1, 90);
-    pin_at(11, 0, 170);
-    decide_at(170);
-    die_at(10, 1000);
-    slow_fork(20, 1001, 1080);
-    place_is(20, 1, 0, "and a slow respawn still takes worker 0's place");
-    pin_at(20, 1, 1090);
-    is_str(decide_at(1090), "follow 20 on 1", "the master stays with worker 0");
+    slow_start();
+    place_is(13, 1, 3, "forks 300 ms apart still make one burst");
+    place_is(15, 1, 5, "the loader too");
+    pin_at(12, 0, 700);
+    pin_at(11, 0, 800);
+    is_str(decide_at(800), "wait", "workers 1 and 2 pinned first: wait");
+    pin_at(10, 1, 2000);
+    is_str(decide_at(2000), "follow 10 on 1",
+           "worker 0, pinned 2 s after its fork, leads");
+    pin_at(13, 0, 2100);
+    is_str(decide_at(2100), "follow 10 on 1", "worker 3 changes nothing");
+
+    die_at(10, 10000);
+    is_str(decide_at(10000), "hold on 1", "worker 0 killed: hold its CPU");
+    fork_at(20, 10300);
+    place_is(20, 1, 0, "its replacement, 300 ms after the death, takes "
+             "worker 0's place");
+    is_str(decide_at(11000), "hold on 1", "still holding before it pins");
+    pin_at(20, 1, 11500);
+    is_str(decide_at(11500), "follow 20 on 1", "the new worker 0 leads");
+
+    /* A reload whose forks are slow, worker 0 now alone on CPU 0. */
+    reload_at(30, 20000);
+    for (pid_t p = 31; p < 36; p++)
+        fork_at(p, 20000 + (uint64_t)(p - 30) * 300);
+    place_is(35, 2, 5, "a slow reload's forks make one generation");
+    pin_at(31, 1, 21700);
+    pin_at(30, 0, 21800);
+    const pid_t old[] = {20, 11, 12, 13, 14, 15};
+    for (size_t i = 0; i < 6; i++) {
+        die_at(old[i], 22000 + (uint64_t)i * 300);
+        is_str(decide_at(22000 + i * 300), i < 3 ? "hold on 1" : "follow 30 on 0",
+               i < 3 ? "an old worker left: hold" : "old workers gone: "
+               "follow the new worker 0");
+    }
 }
 
-/* The fork is timed when it is asked for, before it waits for the lock;
- * what happened while it waited is no later than the fork. */
-static void test_seen_while_waiting(void)
+/* Worker 0 killed, and a reload at once: nginx reaps and respawns it, then
+ * reads its configuration and forks the new workers. */
+static void test_kill_then_reload(void)
 {
+    slow_start();
+    pin_at(10, 1, 1600);
+    pin_at(11, 0, 1600);
+    decide_at(1600);
+    die_at(10, 5000);
+    fork_at(20, 5300);
+    place_is(20, 1, 0, "the respawn takes worker 0's place");
+    reload_at(30, 5600);
+    fork_at(31, 5900);
+    place_is(30, 2, 0, "the reload's first fork, after the respawn, opens "
+             "generation 2");
+    place_is(31, 2, 1, "the next is its rank 1");
+    place_is(20, 1, 0, "and the respawn keeps its place");
+    pin_at(31, 1, 6000);
+    pin_at(30, 0, 6100);
+    pin_at(20, 1, 6200);
+    is_str(decide_at(6200), "follow 20 on 1", "the respawned worker 0 leads");
+    const pid_t old[] = {11, 12, 13, 14, 15, 20};
+    for (size_t i = 0; i < 6; i++)
+        die_at(old[i], 6300 + i);
+    is_str(decide_at(6400), "follow 30 on 0", "old ones gone: follow the new "
+           "worker 0");
+
+    /* The reload first, then the death: nginx does not replace an old
+     * worker once the reload has told them to quit. */
+    slow_start();
+    pin_at(10, 1, 1600);
+    decide_at(1600);
+    reload_at(30, 5000);
+    end_at(10, 5100);
+    fork_at(31, 5300);
+    place_is(31, 2, 1, "an old worker's death during a reload is not "
+             "replaced by the reload's fork");
+}
+
+/* The master reaps a dead child before it forks the replacement: a child
+ * whose channel has ended but whose status nobody has collected is not
+ * replaced yet, whatever the order of the channels' ends. */
+static void test_reaped_before_respawn(void)
+{
+    start_pinned();
+    end_at(10, 990);
+    die_at(11, 1000);
+    fork_at(20, 1001);
+    place_is(20, 1, 1, "worker 1, reaped, is replaced before worker 0, not yet "
+             "reaped");
+    reap(10);
+    fork_at(21, 1002);
+    place_is(21, 1, 0, "then worker 0, once reaped");
+
+    start_pinned();
+    end_at(10, 990);
+    fork_at(20, 991);
+    place_is(20, 1, 4, "a fork while worker 0's death is not reaped is the "
+             "next of the burst");
+
     start_pinned();
     die_at(11, 990);
     die_at(10, 1001);
     fork_at(20, 1000);
-    place_is(20, 1, 0, "worker 0's death, seen while its replacement's fork "
-             "waited, is a respawn of worker 0");
-
-    ma_brood_init(&b);
-    slow_fork(10, 0, 80);
-    fork_at(11, 50);
-    place_is(11, 1, 1, "a fork asked for while the previous one (another "
-             "thread's) had not returned is in its burst");
+    place_is(20, 1, 0, "of two deaths reaped, worker 0 is replaced first");
 }
 
 static void test_forget(void)
@@ -387,7 +539,7 @@ static void test_full(void)
     int added = 0;
     ma_brood_init(&b);
     for (int i = 0; i < MA_MAX_CHILDREN + 5; i++)
-        added += ma_brood_add(&b, 100 + i, i, p, 0) != NULL;
+        added += ma_brood_add(&b, 100 + i, i, p) != NULL;
     ok(added == MA_MAX_CHILDREN, "the table holds %d children, no more",
        MA_MAX_CHILDREN);
     ok(ma_brood_find_fd(&b, MA_MAX_CHILDREN - 1) != NULL &&
@@ -405,8 +557,10 @@ int main(void)
     test_reload_after_loader_exit();
     test_least_needed();
     test_loader_exit();
+    test_reload_after_unreplaced_worker();
     test_slow_forks();
-    test_seen_while_waiting();
+    test_kill_then_reload();
+    test_reaped_before_respawn();
     test_forget();
     test_full();
     return done_testing();

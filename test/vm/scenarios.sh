@@ -195,6 +195,17 @@ kill -HUP "$m"
 wait_for "[ \"\$(cpus_of $m)\" = $near_want ]"
 is "$(cpus_of "$m")" "$near_want" "reload: master follows the new worker 0 to CPU $near's $scope"
 
+# 3b. worker 0 killed and a reload at once, worker 0 back in the last
+# package: nginx respawns it before it re-reads its configuration
+read -r w0 w1 <<EOF
+$(workers)
+EOF
+conf "$(mask $far) $(mask $near)"
+kill -9 "$w0"
+kill -HUP "$m"
+wait_for "[ \"\$(cpus_of $m)\" = $want ] && ! workers | grep -qw $w1"
+is "$(cpus_of "$m")" "$want" "worker 0 killed and a reload at once: master follows the new worker 0 to CPU $far's $scope"
+
 # 4. reload without worker_cpu_affinity
 conf ""
 kill -HUP "$m"
