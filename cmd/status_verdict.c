@@ -328,7 +328,8 @@ static const char *not_counted_why(const struct ma_node_pages *p, char *buf,
     if (p->error == EPERM && strcmp(step, "map_files") == 0)
         hint = "; opening /proc/PID/map_files takes CAP_SYS_ADMIN or "
                "CAP_CHECKPOINT_RESTORE in the host's user namespace, which "
-               "root in a container lacks: run it on the host";
+               "a container's root has only when given them and sharing "
+               "the host's: run it on the host";
     else if (p->error == EPERM && strcmp(step, "move_pages") == 0)
         hint = "; a seccomp filter refuses the system call (podman's default "
                "profile always, Docker's without CAP_SYS_NICE): run it on the "
