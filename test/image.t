@@ -58,8 +58,8 @@ podman run --rm --network none --rootfs "$T/tiny" /true >/dev/null 2>"$T/err" ||
 
 # ---- base images ----
 
-# minbase_tarball: debootstrap's minbase of SUITE from MIRROR, as a
-# tarball in the cache (made once).
+# minbase_tarball KEY: debootstrap's minbase of SUITE from MIRROR, as a
+# tarball in the cache under KEY, the hash of its recipe (made once).
 minbase_tarball() {
     local tar=$CACHE/minbase-$SUITE-$1.tar dir=$T/minbase
     if [ ! -s "$tar" ]; then
@@ -102,15 +102,17 @@ NGINX_CHANGES=(--change 'ENTRYPOINT ["/docker-entrypoint.sh"]'
     --change 'CMD ["nginx", "-g", "daemon off;"]'
     --change 'STOPSIGNAL SIGQUIT' --change 'EXPOSE 80')
 
-# base_image NAME RECIPE...: NAME (as FROM spells it) made by the
-# recipe unless an image of the recipe's hash is in the store already.
+# base_image NAME [STEP...]: NAME (as FROM spells it): the minbase tree
+# with each STEP function run on it, made unless an image of the recipe's
+# hash is in the store already.
 base_image() {
     local name=$1 hash dir tar; shift
     hash=$( { declare -f minbase_tarball "$@"; echo "$MIRROR $SUITE ${NGINX_CHANGES[*]}"; } |
         sha256sum | cut -c1-16)
     local id=localhost/masteraff-test/base-${name//[:\/]/-}:$hash
     if ! podman image exists "$id"; then
-        tar=$(minbase_tarball "$(echo "$MIRROR" | sha256sum | cut -c1-12)") || return 1
+        tar=$(minbase_tarball "$( { declare -f minbase_tarball; echo "$MIRROR"; } | sha256sum | cut -c1-12)") ||
+            return 1
         dir=$T/base; rm -rf "$dir"; mkdir -p "$dir"
         tar -C "$dir" -xf "$tar" || return 1
         local changes=()
@@ -123,10 +125,9 @@ base_image() {
     fi
     podman tag "$id" "docker.io/library/$name"
 }
-minbase_tree() { :; }
 
 start=$SECONDS
-base_image debian:bookworm minbase_tree
+base_image debian:bookworm
 ok $? "base image debian:bookworm (debootstrap minbase from $MIRROR)"
 base_image nginx:stable-bookworm nginx_tree
 ok $? "base image nginx:stable-bookworm (minbase + nginx-light, the official image's conventions)"
