@@ -169,9 +169,9 @@ run_image() {
         -v "$T/nginx.conf:/etc/nginx/nginx.conf:ro" "$@" "$IMAGE" >/dev/null 2>"$T/run.err" ||
         { sed 's/^/#   /' "$T/run.err"; return 1; }
     C=$name
-    wait_for 'podman logs "$C" 2>&1 | grep -q "masteraff: master"' 30
+    # grep without -q reads all: podman logs must not die of SIGPIPE.
+    wait_for 'podman logs "$C" 2>&1 | grep "masteraff: master" >/dev/null' 30
 }
-line_of() { podman logs "$C" 2>&1 | grep 'masteraff: master' | tail -1; }
 
 # logs: the container's log, in $T/log.
 logs() { podman logs "$C" >"$T/log" 2>&1; }
