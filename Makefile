@@ -105,12 +105,14 @@ musl:
 # and UEFI firmware for their ACPI boot. The guests' own arm64 packages
 # are downloaded by test/vm/prepare, never installed. wrk for
 # scripts/crosschip in the guests. musl-tools for make musl and a musl
-# nginx (test/musl.t).
+# nginx (test/musl.t). podman (runc: crun refuses a mixed cgroup setup)
+# and debootstrap build and run examples/docker/Dockerfile (test/image.t).
 TEST_DEPS = build-essential clang nginx-light curl procps psmisc numactl \
 	libnuma1 valgrind qemu-system-x86 busybox-static cpio xz-utils groff-base \
 	debhelper lintian uwsgi-core libclang-rt-14-dev bash-completion python3 \
 	wrk crossbuild-essential-arm64 libc6-dev:arm64 qemu-system-arm \
-	qemu-efi-aarch64 musl-tools libnginx-mod-http-lua libnginx-mod-http-ndk
+	qemu-efi-aarch64 musl-tools libnginx-mod-http-lua libnginx-mod-http-ndk \
+	podman runc debootstrap uidmap slirp4netns fuse-overlayfs
 
 deps:
 	dpkg --add-architecture arm64

@@ -55,6 +55,9 @@ static int applied_node = -1;
 struct moved {
     unsigned long moved, left;
     int flags;
+    int refused; /* errno of a move_pages() query refused, as a seccomp
+                    filter does (podman's default profile, Docker's
+                    without CAP_SYS_NICE) */
 };
 
 static bool load_numa(void)
@@ -130,8 +133,12 @@ static void move_queued(int node, struct moved *m)
     queued = 0;
     for (unsigned long i = 0; i < n; i++)
         nodes[i] = node;
-    if (n == 0 || numa.move_pages(0, n, queue, NULL, before, 0) < 0)
+    if (n == 0)
         return;
+    if (numa.move_pages(0, n, queue, NULL, before, 0) < 0) {
+        m->refused = errno;
+        return;
+    }
     if (numa.move_pages(0, n, queue, nodes, after, m->flags) < 0 &&
         errno == EPERM && m->flags == MPOL_MF_MOVE_ALL) {
         /* Without CAP_SYS_NICE only pages no other process maps move. */
@@ -350,6 +357,13 @@ const char *ma_memory_follow(const cpu_set_t *leader)
         return text;
     }
     prefer_node(node);
+    if (m.refused && !m.moved) {
+        snprintf(text, sizeof text, "memory not moved to node %d (move_pages: "
+                 "%s; a seccomp filter refuses it: Docker's default profile "
+                 "without CAP_SYS_NICE, podman's always)", node,
+                 strerror(m.refused));
+        return text;
+    }
     snprintf(text, sizeof text, "moved %lu pages to node %d in %lluus", m.moved,
              node, (unsigned long long)elapsed_us(&t0));
     if (m.left)

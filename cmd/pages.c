@@ -13,6 +13,15 @@
 
 #define CHUNK 4096 /* pages per mincore() and move_pages() call */
 
+/* What failed last in this process's count, for the error's reader. */
+static const char *failed_step;
+
+static int fail(const char *step)
+{
+    failed_step = step;
+    return -1;
+}
+
 /* Asks the kernel where the resident pages among n pages at `at` are. */
 static int count_chunk(char *at, size_t n, size_t page, unsigned long *node)
 {
@@ -22,7 +31,7 @@ static int count_chunk(char *at, size_t n, size_t page, unsigned long *node)
     size_t k = 0;
 
     if (mincore(at, n * page, vec) < 0)
-        return -1;
+        return fail("mincore");
     /* move_pages() only sees pages our page tables map: reading a resident
      * page of shared memory maps it, and allocates nothing. */
     for (size_t i = 0; i < n; i++)
@@ -31,7 +40,7 @@ static int count_chunk(char *at, size_t n, size_t page, unsigned long *node)
             (void)*(volatile char *)addr[k++];
         }
     if (k && syscall(SYS_move_pages, 0, k, addr, NULL, status, 0) < 0)
-        return -1;
+        return fail("move_pages");
     for (size_t i = 0; i < k; i++)
         if (status[i] >= 0 && status[i] < MA_PAGES_MAX_NODES)
             node[status[i]]++;
@@ -48,7 +57,7 @@ static int count_mapped_object(int fd, size_t len, off_t offset,
     int rc = 0;
 
     if (map == MAP_FAILED)
-        return -1;
+        return fail("mmap");
     for (size_t done = 0; rc == 0 && done < pages; done += CHUNK)
         rc = count_chunk(map + done * page,
                          pages - done < CHUNK ? pages - done : CHUNK, page,
@@ -70,7 +79,7 @@ static int count_object(pid_t pid, unsigned long start, unsigned long end,
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         /* ENOENT: the mapping went away since maps was read. */
-        return errno == ENOENT ? 0 : -1;
+        return errno == ENOENT ? 0 : fail("map_files");
     rc = count_mapped_object(fd, end - start, (off_t)offset, node);
     close(fd);
     return rc;
@@ -108,12 +117,14 @@ static int count_shared(pid_t pid, unsigned long *node)
     int err = 0;
 
     if (!f)
-        return -1;
+        return fail("maps");
     while (!err && getline(&line, &cap, f) > 0)
         if (count_shared_mapping(pid, line, node) < 0)
             err = errno;
-    if (!err && ferror(f))
+    if (!err && ferror(f)) {
         err = errno;
+        fail("maps");
+    }
     free(line);
     fclose(f);
     errno = err;
@@ -144,12 +155,14 @@ static int count_private(pid_t pid, unsigned long *node)
     int err;
 
     if (!f)
-        return -1;
+        return fail("numa_maps");
     while (getline(&line, &cap, f) > 0)
         if (strstr(line, " anon="))
             add_node_fields(line, node);
     /* numa_maps is generated as it is read: errors come from the reads. */
     err = ferror(f) ? errno : 0;
+    if (err)
+        fail("numa_maps");
     free(line);
     fclose(f);
     errno = err;
@@ -164,6 +177,7 @@ static void count_kind(pid_t pid, struct ma_node_pages *p,
         int e = errno;
         memset(p, 0, sizeof *p);
         p->error = e;
+        p->failed = failed_step;
     }
 }
 

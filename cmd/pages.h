@@ -9,8 +9,11 @@
  * - private: what /proc/PID/numa_maps counts on the mappings that hold
  *   anonymous pages, the shared ones excepted.
  *
- * Opening map_files takes CAP_SYS_ADMIN and numa_maps another user's
- * process takes CAP_SYS_PTRACE: run as root for both. */
+ * Opening map_files takes CAP_SYS_ADMIN (or CAP_CHECKPOINT_RESTORE) in
+ * the initial user namespace, which a container's root lacks; numa_maps of
+ * another user's process takes CAP_SYS_PTRACE; move_pages() may be refused
+ * by a seccomp filter (podman's default profile refuses it, Docker's
+ * without CAP_SYS_NICE). Run as root on the host for all three. */
 #ifndef MASTERAFF_PAGES_H
 #define MASTERAFF_PAGES_H
 
@@ -21,6 +24,8 @@
 
 struct ma_node_pages {
     int error; /* 0, or the errno that kept these pages from being counted */
+    const char *failed; /* with error, what failed: "maps", "numa_maps",
+                           "map_files", "mmap", "mincore" or "move_pages" */
     unsigned long node[MA_PAGES_MAX_NODES];
 };
 

@@ -53,7 +53,8 @@ static void json_bool(bool b)
     fputs(b ? "true" : "false", stdout);
 }
 
-/* {"0": 12, "3": 400}, or {"error": "Permission denied"}. */
+/* {"0": 12, "3": 400}, or {"error": "Operation not permitted",
+ * "failed": "map_files"}. */
 static void json_node_pages(const struct ma_node_pages *pages)
 {
     const char *sep = "";
@@ -61,6 +62,8 @@ static void json_node_pages(const struct ma_node_pages *pages)
     if (pages->error) {
         json_key("error");
         json_string(strerror(pages->error));
+        printf(",\"failed\":");
+        json_string(pages->failed ? pages->failed : "");
     }
     for (int n = 0; !pages->error && n < MA_PAGES_MAX_NODES; n++)
         if (pages->node[n]) {

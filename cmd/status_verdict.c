@@ -317,6 +317,29 @@ static void judge_placement(const struct table *t, const struct proc *w0,
 
 /* Whether most of the master's pages are on worker 0's node. Memory that
  * cannot be counted gives no warning: it says why instead. */
+/* Why pages could not be counted, with what would let them be: the
+ * capability or the system call a container withholds from its root. */
+static const char *not_counted_why(const struct ma_node_pages *p, char *buf,
+                                   size_t len)
+{
+    const char *step = p->failed ? p->failed : "?";
+    const char *hint = "";
+
+    if (p->error == EPERM && strcmp(step, "map_files") == 0)
+        hint = "; opening /proc/PID/map_files takes CAP_SYS_ADMIN or "
+               "CAP_CHECKPOINT_RESTORE in the host's user namespace, which "
+               "a container's root has only when given them and sharing "
+               "the host's: run it on the host";
+    else if (p->error == EPERM && strcmp(step, "move_pages") == 0)
+        hint = "; a seccomp filter refuses the system call (podman's default "
+               "profile always, Docker's without CAP_SYS_NICE): run it on the "
+               "host";
+    else if (p->error == EPERM || p->error == EACCES)
+        hint = "; run as root";
+    snprintf(buf, len, "%s: %s%s", step, strerror(p->error), hint);
+    return buf;
+}
+
 static void judge_memory(const struct table *t, const struct proc *w0,
                          const struct library *lib, struct verdict *v)
 {
@@ -325,14 +348,15 @@ static void judge_memory(const struct table *t, const struct proc *w0,
     int err = mp->priv.error ? mp->priv.error : mp->shared.error;
     unsigned long total, there;
     unsigned percent;
+    char why[400];
 
     if (strcmp(setting(lib, VAR_MIGRATE), "off") == 0)
         add_reason(v, LEVEL_OK,
                    "master's memory: not moved (MASTERAFF_MIGRATE=off)");
     else if (err)
-        add_reason(v, LEVEL_OK, "master's memory: not counted (%s%s)",
-                   strerror(err),
-                   err == EPERM || err == EACCES ? "; run as root" : "");
+        add_reason(v, LEVEL_OK, "master's memory: not counted (%s)",
+                   not_counted_why(mp->priv.error ? &mp->priv : &mp->shared,
+                                   why, sizeof why));
     else if (node < 0 || node >= MA_PAGES_MAX_NODES)
         add_reason(v, LEVEL_OK,
                    "master's memory: worker 0's node is not known under %s",
