@@ -4,7 +4,11 @@ set -uo pipefail
 
 SRCDIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 LIB=$SRCDIR/libmasteraff.so
+# The server under test (test/servers.t runs tests against other builds).
+# Not exported: nginx takes a variable of that name for inherited sockets,
+# and would not daemonize.
 NGINX=${NGINX:-/usr/sbin/nginx}
+export -n NGINX
 T=$(mktemp -d /tmp/masteraff-test.XXXXXX)
 tap_n=0
 tap_failed=0
@@ -53,10 +57,12 @@ fd_count() { ls "/proc/$1/fd" 2>/dev/null | wc -l; }
 master_pid() { cat "$T/nginx.pid" 2>/dev/null; }
 
 # Children of the master by role, in pid order (nginx forks in order).
+# The title starts with the program's name: "nginx: ", "angie: ".
 children_of() { # children_of MASTER ROLE  (ROLE: worker, "cache manager", ...)
     local p
+    [ -n "$1" ] || return 0 # no master yet
     for p in $(pgrep -P "$1" | sort -n); do
-        grep -q "nginx: $2 process" "/proc/$p/cmdline" 2>/dev/null && echo "$p"
+        grep -q "^[a-z]*: $2 process" "/proc/$p/cmdline" 2>/dev/null && echo "$p"
     done
 }
 workers() { children_of "$(master_pid)" worker | tr '\n' ' ' | sed 's/ $//'; }
@@ -123,7 +129,8 @@ stop_nginx() {
     m=$(master_pid) || return 0
     [ -n "$m" ] || return 0
     kill -QUIT "$m" 2>/dev/null
-    wait_for "! kill -0 $m 2>/dev/null" 10 || kill -9 "$m" 2>/dev/null
+    # Exited is enough: a zombie holds no port, and its reaper may be slow.
+    wait_for "gone $m" 10 || kill -9 "$m" 2>/dev/null
     rm -f "$T/nginx.pid"
 }
 
