@@ -72,6 +72,20 @@ make_twopkg() {
     [ -d "$T/sys" ] || "$SRCDIR/test/mktree" twopkg "$T/sys"
 }
 
+# The server's locations. MASTERAFF_MINIMAL_SERVER=1 (test/servers.t's
+# minimal builds: no rewrite module for return, no stub_status): a static
+# file that says hello.
+locations() {
+    if [ "${MASTERAFF_MINIMAL_SERVER:-}" = 1 ]; then
+        # The workers run as nobody.
+        chmod a+x "$T" && mkdir -p "$T/html" && echo hello >"$T/html/index.html"
+        echo "location / { root $T/html; }"
+    else
+        echo 'location / { return 200 "hello\n"; }'
+        echo '        location /status { stub_status; }'
+    fi
+}
+
 # conf_text MAIN-LINES [HTTP-LINES]: an nginx.conf with two workers, the
 # main-context lines given (from line 2), and a server with stub_status
 # inside http.
@@ -92,8 +106,7 @@ http {
     ${2:-}
     server {
         listen 127.0.0.1:${PORT:-18080};
-        location / { return 200 "hello\n"; }
-        location /status { stub_status; }
+        $(locations)
     }
 }
 EOF

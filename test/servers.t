@@ -14,6 +14,7 @@ unshare -m true 2>/dev/null ||
     skip_all "no private mount namespace (unshare -m; root needed)"
 need_programs predict mktree
 JOBS=${MASTERAFF_SERVER_JOBS:-4}
+export MASTERAFF_MINIMAL_SERVER=1
 BASE_PORT=18300
 
 start=$SECONDS
