@@ -4,7 +4,11 @@ set -uo pipefail
 
 SRCDIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 LIB=$SRCDIR/libmasteraff.so
+# The server under test (test/servers.t runs tests against other builds).
+# Not exported: nginx takes a variable of that name for inherited sockets,
+# and would not daemonize.
 NGINX=${NGINX:-/usr/sbin/nginx}
+export -n NGINX
 T=$(mktemp -d /tmp/masteraff-test.XXXXXX)
 tap_n=0
 tap_failed=0
@@ -53,10 +57,12 @@ fd_count() { ls "/proc/$1/fd" 2>/dev/null | wc -l; }
 master_pid() { cat "$T/nginx.pid" 2>/dev/null; }
 
 # Children of the master by role, in pid order (nginx forks in order).
+# The title starts with the program's name: "nginx: ", "angie: ".
 children_of() { # children_of MASTER ROLE  (ROLE: worker, "cache manager", ...)
     local p
+    [ -n "$1" ] || return 0 # no master yet
     for p in $(pgrep -P "$1" | sort -n); do
-        grep -q "nginx: $2 process" "/proc/$p/cmdline" 2>/dev/null && echo "$p"
+        grep -q "^[a-z]*: $2 process" "/proc/$p/cmdline" 2>/dev/null && echo "$p"
     done
 }
 workers() { children_of "$(master_pid)" worker | tr '\n' ' ' | sed 's/ $//'; }
@@ -64,6 +70,20 @@ workers() { children_of "$(master_pid)" worker | tr '\n' ' ' | sed 's/ $//'; }
 # A fake sysfs tree in which CPU 0 and CPU 1 are two packages.
 make_twopkg() {
     [ -d "$T/sys" ] || "$SRCDIR/test/mktree" twopkg "$T/sys"
+}
+
+# The server's locations. MASTERAFF_MINIMAL_SERVER=1 (test/servers.t's
+# minimal builds: no rewrite module for return, no stub_status): a static
+# file that says hello.
+locations() {
+    if [ "${MASTERAFF_MINIMAL_SERVER:-}" = 1 ]; then
+        # The workers run as nobody.
+        chmod a+x "$T" && mkdir -p "$T/html" && echo hello >"$T/html/index.html"
+        echo "location / { root $T/html; }"
+    else
+        echo 'location / { return 200 "hello\n"; }'
+        echo '        location /status { stub_status; }'
+    fi
 }
 
 # conf_text MAIN-LINES [HTTP-LINES]: an nginx.conf with two workers, the
@@ -86,8 +106,7 @@ http {
     ${2:-}
     server {
         listen 127.0.0.1:${PORT:-18080};
-        location / { return 200 "hello\n"; }
-        location /status { stub_status; }
+        $(locations)
     }
 }
 EOF
@@ -123,7 +142,8 @@ stop_nginx() {
     m=$(master_pid) || return 0
     [ -n "$m" ] || return 0
     kill -QUIT "$m" 2>/dev/null
-    wait_for "! kill -0 $m 2>/dev/null" 10 || kill -9 "$m" 2>/dev/null
+    # Exited is enough: a zombie holds no port, and its reaper may be slow.
+    wait_for "gone $m" 10 || kill -9 "$m" 2>/dev/null
     rm -f "$T/nginx.pid"
 }
 
