@@ -26,7 +26,7 @@ CMD = masteraff
 CMD_SRC = cmd/main.c cmd/cli.c cmd/run.c cmd/status.c cmd/status_procs.c \
 	cmd/status_library.c cmd/status_verdict.c cmd/status_json.c \
 	cmd/topology.c cmd/pages.c affinity.c
-CMD_HDR = cmd/cli.h cmd/status.h cmd/pages.h affinity.h
+CMD_HDR = cmd/cli.h cmd/status.h cmd/pages.h affinity.h internal.h
 MANPAGES = man/masteraff.1 man/libmasteraff.7
 
 UNIT_TESTS = test/t_cpulist test/t_topology test/t_brood test/t_nginxconf
@@ -49,7 +49,7 @@ $(CMD): $(CMD_SRC) $(CMD_HDR)
 		-Wl,-z,now -DLIBDIR=\"$(LIBDIR)\" -DVERSION=\"$(VERSION)\" -I. \
 		-o $@ $(CMD_SRC)
 
-test/t_%: test/t_%.c affinity.c affinity.h test/tap.h
+test/t_%: test/t_%.c affinity.c affinity.h internal.h test/tap.h
 	$(CC) $(TEST_CFLAGS) -o $@ $< affinity.c
 
 # The configuration reader's test links it too (as its asan_ build below).

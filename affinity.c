@@ -1,6 +1,7 @@
 /* libmasteraff: topology, scope and leader choice (see affinity.h). */
 #define _GNU_SOURCE
 #include "affinity.h"
+#include "internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- cpulists ---- */
@@ -159,6 +161,30 @@ const char *ma_scope_choices(void)
 
 /* ---- sysfs ---- */
 
+/* sysfs attributes are regular files. Anything else under the root (a
+ * FIFO, which would block the open or the read with no writer; a device,
+ * which opening can make act) is refused before it is opened, and the
+ * open itself never waits: the start runs it before main(), the listener
+ * under the lock every fork takes. */
+static int open_regular(const char *path)
+{
+    struct stat st;
+    int fd;
+    if (ma_stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        errno = EINVAL;
+        return -1;
+    }
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return -1;
+    if (ma_fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    return fd;
+}
+
 /* Reads a small sysfs file into buf. Returns 0, or -1 with errno (ENODATA
  * for an empty file). */
 static int read_sysfs(char *buf, size_t len, const char *root,
@@ -181,7 +207,7 @@ static int read_sysfs(char *buf, size_t len, const char *root,
         errno = ENAMETOOLONG;
         return -1;
     }
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    fd = open_regular(path);
     if (fd < 0)
         return -1;
     got = read(fd, buf, len - 1);
