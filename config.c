@@ -4,11 +4,15 @@
 
 #include <errno.h>
 #include <fnmatch.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,6 +27,53 @@ struct ma_config ma_cfg = {
 
 static const char *const level_names[] = {"error", "warn", "notice", "info",
                                           "debug"};
+
+/* A write to a pipe whose reader is gone raises SIGPIPE, which kills a
+ * program that has not yet ignored it (nginx does from main() on). The
+ * signal is blocked on this thread for the write, and the one the write
+ * raised is taken back: unless one was pending already, which is the
+ * program's (signals of a kind do not queue). */
+static void write_without_signal(const char *line, size_t n)
+{
+    static const struct timespec now = {0, 0};
+    sigset_t pipe_only, old, pending;
+    bool was_pending;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+    was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+    if (write(STDERR_FILENO, line, n) < 0 && errno == EPIPE && !was_pending)
+        sigtimedwait(&pipe_only, NULL, &now);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* One write, so the line is not interleaved with nginx's own; a log that
+ * cannot be written now (a full pipe, a socket nobody reads) is dropped,
+ * never waited for, and nothing the program should hear about. stderr's
+ * file status flags are the program's: O_NONBLOCK is not ours to set.
+ * A pipe that has room for a write of PIPE_BUF bytes takes one at once,
+ * whole; another writer of the same pipe filling it between the poll and
+ * the write is the one case left that can wait. */
+static void write_line(char *line, size_t n)
+{
+    struct pollfd p = {.fd = STDERR_FILENO, .events = POLLOUT};
+    struct stat st;
+    if (ma_fstat(STDERR_FILENO, &st) < 0)
+        return;
+    if (S_ISSOCK(st.st_mode)) {
+        send(STDERR_FILENO, line, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+        return;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        if (poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT))
+            return;
+        if (n > PIPE_BUF) {
+            n = PIPE_BUF;
+            line[n - 1] = '\n';
+        }
+    }
+    write_without_signal(line, n);
+}
 
 void ma_log(enum ma_log_level level, const char *fmt, ...)
 {
@@ -44,10 +95,7 @@ void ma_log(enum ma_log_level level, const char *fmt, ...)
     va_end(ap);
     n = strlen(line);
     line[n++] = '\n';
-    /* One write, so the line is not interleaved with nginx's own; a log
-     * that cannot be written is nothing the program should hear about. */
-    if (write(STDERR_FILENO, line, n) < 0)
-        n = 0;
+    write_line(line, n);
     errno = e;
 }
 
