@@ -36,6 +36,25 @@ skip_all() {
     exit 0
 }
 
+skip() { # skip REASON DESCRIPTION: a check this machine cannot make
+    tap_n=$((tap_n + 1))
+    echo "ok $tap_n - $2 # SKIP $1"
+}
+
+# Prints why this machine cannot give a test a private mount namespace
+# (unshare -m) or, with --pid, a pid namespace with its own /proc (unshare
+# --pid --mount-proc); fails, printing nothing, when it can. Neither works
+# where / is not a mount point (a chroot): unshare cannot make / private.
+no_namespace() { # no_namespace [--pid]
+    local why
+    if [ "${1:-}" = --pid ]; then
+        why=$(unshare --pid --fork --mount-proc true 2>&1) && return 1
+    else
+        why=$(unshare -m true 2>&1) && return 1
+    fi
+    echo "${why:-unshare failed}"
+}
+
 done_testing() {
     echo "1..$tap_n"
     [ "$tap_failed" -eq 0 ]

@@ -10,8 +10,7 @@
 [ -n "${MASTERAFF_NGINX_SRC:-}" ] ||
     skip_all "MASTERAFF_NGINX_SRC is not set (a directory of nginx source tarballs)"
 [ -d "$MASTERAFF_NGINX_SRC" ] || skip_all "no directory $MASTERAFF_NGINX_SRC"
-unshare -m true 2>/dev/null ||
-    skip_all "no private mount namespace (unshare -m; root needed)"
+why=$(no_namespace) && skip_all "no private mount namespace here ($why)"
 need_programs predict mktree
 JOBS=${MASTERAFF_SERVER_JOBS:-4}
 export MASTERAFF_MINIMAL_SERVER=1
