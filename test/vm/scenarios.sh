@@ -433,4 +433,91 @@ if [ -n "${wide:-}" ]; then
     ok $refused "nonuma: numactl's set_mempolicy fails with EPERM"
 fi
 
+
+# 11. A busy guest: a CPU hog on every CPU at nginx's priority while the
+# master starts (placed at start, confirmed by worker 0's pin), loses
+# worker 0 (its respawn leads again: the master stays), reloads with worker
+# 0 in the first package (followed), then loses worker 0 and reloads at
+# once (followed back). The master must make no other move. Rounds:
+# ma_busy_rounds= on the kernel command line (VM_APPEND), 1 by default.
+# Where worker 0's unit and the first CPU's are one, there is no wrong
+# move to make.
+busy_rounds=$(sed -n 's/.*ma_busy_rounds=\([0-9]*\).*/\1/p' /proc/cmdline)
+busy_rounds=${busy_rounds:-1}
+# The waits are for events: under the hogs, on an emulated machine, they
+# may take a minute.
+wait_long() {
+    i=0
+    while [ $i -lt 1800 ]; do
+        eval "$1" && return 0
+        sleep 0.1
+        i=$((i + 1))
+    done
+    return 1
+}
+# The worker on CPU $1 when both have pinned, one on $1 and the other on
+# $2, and no exiting worker is left.
+pinned_pair() { # pinned_pair LEAD-CPU OTHER-CPU
+    set -- "$1" "$2" $(workers)
+    [ $# -eq 4 ] || return 1
+    p_a=$(cpus_of "$3") p_b=$(cpus_of "$4")
+    if [ "$p_a" = "$1" ] && [ "$p_b" = "$2" ]; then
+        echo "$3"
+    elif [ "$p_b" = "$1" ] && [ "$p_a" = "$2" ]; then
+        echo "$4"
+    else
+        return 1
+    fi
+}
+moves() { grep -c "masteraff: master $m -> " /tmp/error.log; }
+# busy_step STEP WANT-CPUS WANT-MOVES LINE: waits for LINE, then the
+# master's place and its moves so far.
+busy_step() {
+    wait_long "grep -q \"$4\" /tmp/error.log"
+    good=1
+    [ "$(cpus_of "$m")" = "$2" ] && [ "$(moves)" -eq "$3" ] && grep -q "$4" /tmp/error.log && good=0
+    ok $good "busy, round $round, $1: master on CPUs $2, $3 move(s) in all, for worker $w0"
+    [ $good -eq 0 ] || grep 'masteraff:' /tmp/error.log | sed 's/^/#   /'
+}
+conf "$(mask $far) $(mask $near)"
+scope=package want=$far_package near_want=$near_package
+if [ "$far_package" = "$all" ] && [ "$far_numa" != "$all" ]; then
+    scope=node want=$far_numa near_want=$near_numa
+fi
+if [ "$want" != "$near_want" ]; then
+    hogs=
+    for c in $(seq 0 $(($(grep -c '^processor' /proc/cpuinfo) - 1))); do
+        taskset -c "$c" sh -c 'while :; do :; done' &
+        hogs="$hogs $!"
+    done
+    round=1
+    while [ $round -le "$busy_rounds" ]; do
+        conf "$(mask $far) $(mask $near)"
+        start MASTERAFF_SCOPE=$scope MASTERAFF_MIGRATE=off
+        wait_long '[ -s /run/nginx.pid ]'
+        m=$(master)
+        wait_long "w0=\$(pinned_pair $far $near)"
+        busy_step start "$want" 0 "master $m stays on CPUs $want ([a-z]* [0-9]*), placed there at start for worker $w0 on CPU $far,"
+
+        old=$w0
+        kill -9 "$w0"
+        wait_long "w0=\$(pinned_pair $far $near) && [ \$w0 != $old ]"
+        busy_step "worker 0 killed" "$want" 0 "master $m stays on CPUs $want: worker $w0 now leads"
+
+        conf "$(mask $near) $(mask $far)"
+        kill -HUP "$m"
+        wait_long "w0=\$(pinned_pair $near $far)"
+        busy_step "reload, worker 0 on CPU $near" "$near_want" 1 "master $m -> CPUs $near_want ([a-z]* [0-9]*), following worker $w0 on CPU $near "
+
+        conf "$(mask $far) $(mask $near)"
+        kill -9 "$w0"
+        kill -HUP "$m"
+        wait_long "w0=\$(pinned_pair $far $near)"
+        busy_step "worker 0 killed and a reload at once" "$want" 2 "master $m -> CPUs $want ([a-z]* [0-9]*), following worker $w0 on CPU $far "
+        stop
+        round=$((round + 1))
+    done
+    # shellcheck disable=SC2086 # a list of pids
+    kill $hogs
+fi
 echo "1..$n"
