@@ -64,9 +64,7 @@ ok $? "the build stage installs build-base and linux-headers"
 final=$(stage_lines last)
 grep -Eq '^RUN apk add .*\bnumactl\b' <<<"$final"
 ok $? "the image installs numactl (libnuma.so.1)"
-envs=$(awk 'toupper($1) == "ENV" {
-        if ($2 !~ /=/) { print $2 "=" $3; next }
-        for (i = 2; i <= NF; i++) print $i }' <<<"$final")
+envs=$(stage_env "$final")
 preload=$(sed -n 's/^LD_PRELOAD=//p' <<<"$envs")
 is "$preload" /usr/lib/libmasteraff.so "ENV LD_PRELOAD is /usr/lib/libmasteraff.so (Alpine has no multiarch directory)"
 is "$(sed -n 's/^MASTERAFF_LOG=//p' <<<"$envs")" notice "ENV MASTERAFF_LOG=notice"

@@ -59,10 +59,7 @@ ok $? "the build stage is Debian bookworm ($build_image)"
 ok $? "the image is the official nginx image on bookworm ($final_image)"
 
 final=$(stage_lines last)
-# ENV of the final stage: NAME=VALUE, one a line.
-envs=$(awk 'toupper($1) == "ENV" {
-        if ($2 !~ /=/) { print $2 "=" $3; next }
-        for (i = 2; i <= NF; i++) print $i }' <<<"$final")
+envs=$(stage_env "$final")
 preload=$(sed -n 's/^LD_PRELOAD=//p' <<<"$envs")
 is "$preload" /usr/lib/libmasteraff.so "ENV LD_PRELOAD is /usr/lib/libmasteraff.so, the same on every architecture"
 is "$(sed -n 's/^MASTERAFF_LOG=//p' <<<"$envs")" notice "ENV MASTERAFF_LOG=notice"

@@ -88,6 +88,13 @@ stage_lines() {
         END { if (want == "last") printf "%s", last[n] }'
 }
 
+# stage_env LINES: the ENV of a stage's lines, NAME=VALUE, one a line.
+stage_env() {
+    awk 'toupper($1) == "ENV" {
+        if ($2 !~ /=/) { print $2 "=" $3; next }
+        for (i = 2; i <= NF; i++) print $i }' <<<"$1"
+}
+
 # run_stage DIR [TARGETARCH]: the build stage's WORKDIR, COPY and RUN with
 # its paths below DIR; the build context is the repository. apt-get and
 # apk need the network and install what is here already (test/musl.t's

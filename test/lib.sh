@@ -107,6 +107,18 @@ locations() {
 
 # conf_text MAIN-LINES [HTTP-LINES]: an nginx.conf with two workers, the
 # main-context lines given (from line 2), and a server with stub_status
+# The http block's first lines: no access log, temporary files in $T/tmp.
+http_files() {
+    cat <<EOF
+    access_log off;
+    client_body_temp_path $T/tmp/body;
+    proxy_temp_path $T/tmp/proxy;
+    fastcgi_temp_path $T/tmp/fastcgi;
+    uwsgi_temp_path $T/tmp/uwsgi;
+    scgi_temp_path $T/tmp/scgi;
+EOF
+}
+
 # inside http.
 conf_text() {
     cat <<EOF
@@ -116,12 +128,7 @@ pid $T/nginx.pid;
 error_log $T/error.log notice;
 events { worker_connections 128; }
 http {
-    access_log off;
-    client_body_temp_path $T/tmp/body;
-    proxy_temp_path $T/tmp/proxy;
-    fastcgi_temp_path $T/tmp/fastcgi;
-    uwsgi_temp_path $T/tmp/uwsgi;
-    scgi_temp_path $T/tmp/scgi;
+$(http_files)
     ${2:-}
     server {
         listen 127.0.0.1:${PORT:-18080};

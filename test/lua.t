@@ -32,12 +32,7 @@ pid $T/nginx.pid;
 error_log $T/error.log notice;
 events { worker_connections 128; }
 http {
-    access_log off;
-    client_body_temp_path $T/tmp/body;
-    proxy_temp_path $T/tmp/proxy;
-    fastcgi_temp_path $T/tmp/fastcgi;
-    uwsgi_temp_path $T/tmp/uwsgi;
-    scgi_temp_path $T/tmp/scgi;
+$(http_files)
     init_by_lua_block {
         -- a comment with a brace } and a quote ' that nginx would read
         local t = { a = { "}" }, b = '{', c = "\"}\\\\", d = #"{" }

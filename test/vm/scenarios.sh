@@ -54,10 +54,10 @@ workers() {
     ps -o pid,ppid,args | awk -v m="$(master)" \
         '$2 == m && /nginx: worker process/ { print $1 }' | paste -sd ' '
 }
-# Waits up to 20 s (TCG is slow) for a shell condition.
+# Waits up to $2 seconds (default 20: TCG is slow) for a shell condition.
 wait_for() {
     i=0
-    while [ $i -lt 200 ]; do
+    while [ $i -lt $((${2:-20} * 10)) ]; do
         eval "$1" && return 0
         sleep 0.1
         i=$((i + 1))
@@ -444,17 +444,6 @@ fi
 # move to make.
 busy_rounds=$(sed -n 's/.*ma_busy_rounds=\([0-9]*\).*/\1/p' /proc/cmdline)
 busy_rounds=${busy_rounds:-1}
-# The waits are for events: under the hogs, on an emulated machine, they
-# may take a minute.
-wait_long() {
-    i=0
-    while [ $i -lt 1800 ]; do
-        eval "$1" && return 0
-        sleep 0.1
-        i=$((i + 1))
-    done
-    return 1
-}
 # The worker on CPU $1 when both have pinned, one on $1 and the other on
 # $2, and no exiting worker is left.
 pinned_pair() { # pinned_pair LEAD-CPU OTHER-CPU
@@ -473,7 +462,7 @@ moves() { grep -c "masteraff: master $m -> " /tmp/error.log; }
 # busy_step STEP WANT-CPUS WANT-MOVES LINE: waits for LINE, then the
 # master's place and its moves so far.
 busy_step() {
-    wait_long "grep -q \"$4\" /tmp/error.log"
+    wait_for "grep -q \"$4\" /tmp/error.log" 180
     good=1
     [ "$(cpus_of "$m")" = "$2" ] && [ "$(moves)" -eq "$3" ] && grep -q "$4" /tmp/error.log && good=0
     ok $good "busy, round $round, $1: master on CPUs $2, $3 move(s) in all, for worker $w0"
@@ -494,25 +483,25 @@ if [ "$want" != "$near_want" ]; then
     while [ $round -le "$busy_rounds" ]; do
         conf "$(mask $far) $(mask $near)"
         start MASTERAFF_SCOPE=$scope MASTERAFF_MIGRATE=off
-        wait_long '[ -s /run/nginx.pid ]'
+        wait_for '[ -s /run/nginx.pid ]' 180
         m=$(master)
-        wait_long "w0=\$(pinned_pair $far $near)"
+        wait_for "w0=\$(pinned_pair $far $near)" 180
         busy_step start "$want" 0 "master $m stays on CPUs $want ([a-z]* [0-9]*), placed there at start for worker $w0 on CPU $far,"
 
         old=$w0
         kill -9 "$w0"
-        wait_long "w0=\$(pinned_pair $far $near) && [ \$w0 != $old ]"
+        wait_for "w0=\$(pinned_pair $far $near) && [ \$w0 != $old ]" 180
         busy_step "worker 0 killed" "$want" 0 "master $m stays on CPUs $want: worker $w0 now leads"
 
         conf "$(mask $near) $(mask $far)"
         kill -HUP "$m"
-        wait_long "w0=\$(pinned_pair $near $far)"
+        wait_for "w0=\$(pinned_pair $near $far)" 180
         busy_step "reload, worker 0 on CPU $near" "$near_want" 1 "master $m -> CPUs $near_want ([a-z]* [0-9]*), following worker $w0 on CPU $near "
 
         conf "$(mask $far) $(mask $near)"
         kill -9 "$w0"
         kill -HUP "$m"
-        wait_long "w0=\$(pinned_pair $far $near)"
+        wait_for "w0=\$(pinned_pair $far $near)" 180
         busy_step "worker 0 killed and a reload at once" "$want" 2 "master $m -> CPUs $want ([a-z]* [0-9]*), following worker $w0 on CPU $far "
         stop
         round=$((round + 1))
