@@ -129,7 +129,7 @@ man-check: $(MANPAGES)
 # Unit tests natively and under sanitizers, then the shell tests that drive
 # a real nginx (and, with qemu, real kernels with emulated topologies).
 check: all man-check $(UNIT_TESTS) $(ASAN_TESTS) $(TEST_HELPERS)
-	prove -v -e '' $(UNIT_TESTS) $(ASAN_TESTS) test/*.t
+	prove -v --timer -e '' $(UNIT_TESTS) $(ASAN_TESTS) test/*.t
 
 install: all
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR) \
