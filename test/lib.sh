@@ -105,8 +105,6 @@ locations() {
     fi
 }
 
-# conf_text MAIN-LINES [HTTP-LINES]: an nginx.conf with two workers, the
-# main-context lines given (from line 2), and a server with stub_status
 # The http block's first lines: no access log, temporary files in $T/tmp.
 http_files() {
     cat <<EOF
@@ -119,6 +117,8 @@ http_files() {
 EOF
 }
 
+# conf_text MAIN-LINES [HTTP-LINES]: an nginx.conf with two workers, the
+# main-context lines given (from line 2), and a server with stub_status
 # inside http.
 conf_text() {
     cat <<EOF
