@@ -8,7 +8,12 @@
 # MASTERAFF_LIB as test/vm/prepare takes them.
 
 relay() {
-    local n=0 topo start attempt rc out ms plan inner line
+    local n=0 topo start attempt rc out ms plan inner line rounds limit
+    # The limit is for a guest that hangs, never a measure of speed: an
+    # emulated guest on a busy host is slow, and each busy round
+    # (scenarios.sh's step 11, ma_busy_rounds=) takes about a minute more.
+    rounds=$(sed -n 's/.*ma_busy_rounds=\([0-9]*\).*/\1/p' <<<"${VM_APPEND:-}")
+    limit=${VM_TIMEOUT:-$((360 + 90 * ${rounds:-1}))}
     for topo in "$@"; do
         start=${EPOCHREALTIME/./}
         # A guest that never reaches the script (an emulated boot that
@@ -16,10 +21,10 @@ relay() {
         # started and failed is not.
         for attempt in 1 2; do
             rc=0
-            out=$(VM_TIMEOUT=${VM_TIMEOUT:-150} "$vm/run" "$topo" "$vm/scenarios.sh" \
+            out=$(VM_TIMEOUT=$limit "$vm/run" "$topo" "$vm/scenarios.sh" \
                 2>"$work/console") || rc=$?
             [[ $rc -eq 124 && -z $out ]] || break
-            echo "# $topo: the VM printed nothing in ${VM_TIMEOUT:-150} s (attempt $attempt)"
+            echo "# $topo: the VM printed nothing in $limit s (attempt $attempt)"
         done
         ms=$(((${EPOCHREALTIME/./} - start) / 1000))
 
