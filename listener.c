@@ -81,7 +81,8 @@ static void read_channel(int fd)
 static void read_ready(const struct epoll_event *ev, int n)
 {
     for (int i = 0; i < n; i++)
-        read_channel(ev[i].data.fd);
+        if (ev[i].data.u64 != MA_WAKE_MARK)
+            read_channel(ev[i].data.fd);
 }
 
 /* Before a fork: what children said (or their deaths) up to now, all of

@@ -221,9 +221,8 @@ static void drop_orphan_channel(void)
 
 static bool make_wake_fd(void)
 {
-    struct epoll_event ev = {.events = EPOLLIN};
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = MA_WAKE_MARK};
     self.wake = ma_own(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    ev.data.fd = self.wake.fd;
     return self.wake.fd >= 0 &&
            epoll_ctl(self.epoll.fd, EPOLL_CTL_ADD, self.wake.fd, &ev) == 0;
 }
@@ -255,6 +254,14 @@ static bool become_master(void)
         int e = errno;
         ma_stop_being_master();
         ma_give_up("cannot create its eventfd", e);
+        return false;
+    }
+    /* Its descriptors are told from the program's by /proc/self/fdinfo. */
+    if (!ma_epoll_is_ours()) {
+        ma_close_keeping_errno(self.epoll.fd);
+        ma_close_keeping_errno(self.wake.fd);
+        self.epoll.fd = self.wake.fd = -1;
+        ma_give_up("cannot read its epoll set's /proc/self/fdinfo", ENOENT);
         return false;
     }
     ma_brood_init(&brood);

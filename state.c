@@ -7,6 +7,8 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
@@ -77,18 +79,69 @@ void ma_release(struct owned_fd *o)
     o->fd = -1;
 }
 
-/* Every epoll set shares one inode, and so does every eventfd, so fstat
- * cannot tell them apart: ours are the set that holds our eventfd under
- * its number, which EPOLL_CTL_MOD finds there and nowhere else (a set
- * keys its entries by file and number). One system call, at every fork.
- * MOD rather than ADD: a set of the program's is not touched even for a
- * moment. */
+/* The decimal digits of n, written backwards from end (which ends the
+ * string); returns the first. */
+static char *digits_before(char *end, unsigned n)
+{
+    do
+        *--end = (char)('0' + n % 10);
+    while (n /= 10);
+    return end;
+}
+
+/* Whether one line of an epoll set's fdinfo ("tfd: 4 events: 19 data:
+ * 6d61737465726166 ...") is the entry of descriptor fd under data. */
+static bool is_entry(const char *line, int fd, uint64_t data)
+{
+    const char *at;
+    if (strncmp(line, "tfd:", 4) != 0 || strtol(line + 4, NULL, 10) != fd)
+        return false;
+    at = strstr(line, "data:");
+    return at && strtoull(at + 5, NULL, 16) == data;
+}
+
+/* Whether the set's fdinfo lists an entry of fd under data. Reads it a
+ * chunk at a time, any number of entries long, with system calls and no
+ * allocation: a fork's child calls it too. */
+static bool set_holds(int set, int fd, uint64_t data)
+{
+    char path[48] = "/proc/self/fdinfo/", num[16] = "", buf[1024], *line, *nl;
+    size_t kept = 0;
+    ssize_t n;
+    bool found = false;
+    int info;
+
+    strcat(path, digits_before(num + sizeof num - 1, (unsigned)set));
+    if ((info = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return false;
+    while (!found && (n = read(info, buf + kept, sizeof buf - 1 - kept)) > 0) {
+        buf[kept + (size_t)n] = '\0';
+        for (line = buf; !found && (nl = strchr(line, '\n')); line = nl + 1) {
+            *nl = '\0';
+            found = is_entry(line, fd, data);
+        }
+        kept = strlen(line);
+        if (kept == sizeof buf - 1) /* no entry line is that long */
+            kept = 0;
+        memmove(buf, line, kept);
+    }
+    close(info);
+    return found;
+}
+
+/* Every epoll set shares one inode, and so does every eventfd: fstat
+ * cannot tell the library's from a program's that took their numbers
+ * after closing them. The kernel lists a set's entries in its fdinfo: the
+ * library's set is the one that holds the library's eventfd's number under
+ * the library's mark (an entry goes when its file closes, so the number is
+ * still that eventfd). Reading it modifies nothing of the program's. A
+ * process without /proc cannot tell: the descriptors are not taken for the
+ * library's. */
 bool ma_epoll_is_ours(void)
 {
-    struct epoll_event ev = {.events = EPOLLIN, .data.fd = self.wake.fd};
     int e = errno;
     bool ours = self.epoll.fd >= 0 && self.wake.fd >= 0 &&
-                epoll_ctl(self.epoll.fd, EPOLL_CTL_MOD, ev.data.fd, &ev) == 0;
+                set_holds(self.epoll.fd, self.wake.fd, MA_WAKE_MARK);
     errno = e;
     return ours;
 }
@@ -120,10 +173,13 @@ void ma_stop_being_master(void)
         if (ma_channel_is_ours(&brood.kids[i]))
             ma_close_keeping_errno(brood.kids[i].fd);
     brood.n = 0;
-    if (ma_epoll_is_ours())
+    /* The eventfd is the library's while its set holds it. */
+    if (ma_epoll_is_ours()) {
         ma_close_keeping_errno(self.epoll.fd);
+        ma_close_keeping_errno(self.wake.fd);
+    }
     self.epoll.fd = -1;
-    ma_release(&self.wake);
+    self.wake.fd = -1;
 }
 
 void ma_wake_listener(void)

@@ -128,6 +128,9 @@ struct owned_fd ma_own(int fd);
 bool ma_same_file(int fd, dev_t dev, ino_t ino);
 bool ma_is_ours(const struct owned_fd *o);
 void ma_release(struct owned_fd *o);
+/* The data of the eventfd's entry in the library's epoll set ("masteraf"):
+ * no entry of the program's under the eventfd's number carries it. */
+#define MA_WAKE_MARK 0x6d61737465726166ULL
 bool ma_epoll_is_ours(void);
 bool ma_channel_is_ours(const struct ma_child *c);
 

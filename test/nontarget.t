@@ -139,6 +139,12 @@ else
     ok "$(grep -q 'loaded in /bin/bash,' <<<"$noproc"; echo $?)" "without /proc, bash started as /bin/bash is a target, its path taken from argv[0]"
     ok "$(! grep -q 'nginx-script' <<<"$noproc"; echo $?)" "without /proc, a script named nginx-script does not make its bash a target"
     [ "$tap_failed" -eq 0 ] || diag "without /proc: $noproc"
+    # A master cannot tell its epoll set from the program's: it says so.
+    noproc=$(unshare -m sh -c 'mount -t tmpfs none /proc &&
+        env LD_PRELOAD="$1" MASTERAFF_PROGRAMS=bash /bin/bash -c "true & wait"' \
+        noproc "$LIB" 2>&1)
+    grep -q "\[warn\] .*masteraff: cannot read its epoll set's /proc/self/fdinfo: .*; process [0-9]* will not follow its children" <<<"$noproc"
+    ok $? "without /proc, a master says it cannot tell its descriptors from the program's, and follows nothing"
 fi
 
 # Why the library does nothing, for the one who asks.

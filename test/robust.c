@@ -21,6 +21,11 @@
  *   closefrom  after its first fork, the master closes every descriptor
  *            above 2 and opens a log (fd 3); its next child must find its
  *            fd 3 open, and so must the master after that fork.
+ *   ownepoll after its first fork, the master closes every descriptor
+ *            above 2, makes its own epoll set and eventfd (which take the
+ *            library's numbers) and forks again: its set must hold only
+ *            its own entry, under its own data, and its eventfd count only
+ *            what it wrote.
  *   policy   worker 0 re-pins between CPU 1 and 0 while the master forks in
  *            a loop, so that some follows are decided inside fork by the
  *            main thread: once it prefers worker 0's node it must keep it.
@@ -45,6 +50,8 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -97,11 +104,13 @@ static void repinning_worker(void)
 static int mode_unmap(void)
 {
     const size_t size = 64 << 20;
-    double end = now_s() + 3;
+    /* A bound for a hang only: the rounds are counted, never timed, so
+     * that a busy machine runs as many as an idle one. */
+    double end = now_s() + 120;
     pid_t worker = spawn(repinning_worker);
     unsigned maps = 0, respawns = 0;
 
-    while (now_s() < end) {
+    while ((maps <= 10 || respawns <= 3) && now_s() < end) {
         char *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED)
@@ -323,6 +332,61 @@ static int mode_closefrom(void)
     return failures != 0;
 }
 
+static void quiet_child(void)
+{
+    _exit(0);
+}
+
+/* The entries /proc/self/fdinfo lists in epoll set fd, or -1. */
+static int set_entries(int fd)
+{
+    char path[64], line[256];
+    int n = 0;
+    FILE *f;
+    snprintf(path, sizeof path, "/proc/self/fdinfo/%d", fd);
+    if (!(f = fopen(path, "re")))
+        return -1;
+    while (fgets(line, sizeof line, f))
+        n += strncmp(line, "tfd:", 4) == 0;
+    fclose(f);
+    return n;
+}
+
+static int mode_ownepoll(void)
+{
+    pid_t worker = spawn(pinned_worker);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 42}, got[4];
+    uint64_t one = 1, count = 0;
+    int set, efd, n;
+    check(wait_until_on(1), "the master follows worker 0 to CPU 1");
+    for (int fd = 3; fd < 1024; fd++)
+        close(fd);
+    set = epoll_create1(EPOLL_CLOEXEC);
+    efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    check(set == 3 && efd == 4, "the program's epoll set and eventfd are "
+          "fds 3 and 4, the library's numbers (%d, %d)", set, efd);
+    check(epoll_ctl(set, EPOLL_CTL_ADD, efd, &ev) == 0,
+          "the program adds its eventfd to its set");
+    exit_status_of(spawn(quiet_child));
+    check(set_entries(set) == 1, "after the next fork its set holds one "
+          "entry (%d)", set_entries(set));
+    n = epoll_wait(set, got, 4, 0);
+    check(n == 0, "and nothing is ready before the program writes (%d)", n);
+    check(write(efd, &one, sizeof one) == sizeof one, "the program writes 1");
+    n = epoll_wait(set, got, 4, 1000);
+    check(n == 1 && got[0].data.u64 == 42 && got[0].events == EPOLLIN,
+          "its set says its own event: one, data 42, EPOLLIN (%d, %llu, %#x)",
+          n, n > 0 ? (unsigned long long)got[0].data.u64 : 0ULL,
+          n > 0 ? got[0].events : 0);
+    if (read(efd, &count, sizeof count) != sizeof count)
+        count = 0;
+    check(count == 1, "its eventfd holds what it wrote, 1 (%llu)",
+          (unsigned long long)count);
+    kill(worker, SIGKILL);
+    waitpid(worker, NULL, 0);
+    return failures != 0;
+}
+
 static void alternating_worker(void)
 {
     for (int i = 0; i < 12; i++) {
@@ -428,6 +492,7 @@ static const struct {
     {"unmap", mode_unmap},         {"forkrace", mode_forkrace},
     {"follow", mode_follow},       {"vforkexec", mode_vforkexec},
     {"vforksetsid", mode_vforksetsid}, {"closefrom", mode_closefrom},
+    {"ownepoll", mode_ownepoll},
     {"policy", mode_policy},       {"touchup", mode_touchup},
     {"tengine", mode_tengine},
 };
@@ -438,7 +503,7 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], modes[i].name) == 0)
             return modes[i].run();
     fprintf(stderr, "usage: robust unmap|forkrace|follow|vforkexec|"
-            "vforksetsid|closefrom|policy|touchup|tengine\n");
+            "vforksetsid|closefrom|ownepoll|policy|touchup|tengine\n");
     return 2;
 }
 

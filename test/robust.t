@@ -42,6 +42,10 @@ is "$(err_lines | grep -c "\[warn\] .*masteraff: the program closed the library'
     "closefrom: one warn line says the library stops following"
 err_lines | sed "s/^/# /"
 
+relay "ownepoll" robust ownepoll
+is "$(err_lines | grep -c "\[warn\] .*masteraff: the program closed the library's descriptors: .*; process [0-9]* will not follow its children")" 1 \
+    "ownepoll: one warn line says the library stops following"
+
 relay "policy" robust policy
 
 relay "touchup" robust touchup MASTERAFF_LOG=info
