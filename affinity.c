@@ -226,14 +226,35 @@ static int read_sysfs(char *buf, size_t len, const char *root,
     return 0;
 }
 
+/* The longest cpulist file read: "0,2,4,..." up to CPU_SETSIZE. */
+#define CPULIST_MAX 8192
+
+/* A cpulist file under root at path: its buffer on the heap, not the
+ * stack, which the placement at start shares with a program that has not
+ * yet run. Returns 0, or -1 with errno. */
+static int read_cpulist_file(const char *root, const char *path,
+                             cpu_set_t *out)
+{
+    char *buf = malloc(CPULIST_MAX);
+    int rc, e;
+    if (!buf)
+        return -1;
+    rc = read_sysfs(buf, CPULIST_MAX, root, "%s", path);
+    if (rc == 0)
+        rc = ma_cpulist_parse(buf, out);
+    e = errno;
+    free(buf);
+    errno = e;
+    return rc;
+}
+
 /* A cpulist file that must hold `cpu`: anything else is garbage. */
 static int read_cpu_cpulist(const char *root, int cpu, cpu_set_t *out,
                             const char *file)
 {
-    char buf[8192];
-    if (read_sysfs(buf, sizeof buf, root, "devices/system/cpu/cpu%d/%s", cpu,
-                   file) < 0 ||
-        ma_cpulist_parse(buf, out) < 0)
+    char path[64 + NAME_MAX];
+    snprintf(path, sizeof path, "devices/system/cpu/cpu%d/%s", cpu, file);
+    if (read_cpulist_file(root, path, out) < 0)
         return -1;
     if (!CPU_ISSET(cpu, out)) {
         errno = EINVAL;
@@ -324,13 +345,13 @@ static int read_llc(const char *root, int cpu, struct ma_unit *u)
 
 static int read_node(const char *root, int cpu, struct ma_unit *u)
 {
-    char buf[8192];
+    char path[64];
     int node = ma_node_of_cpu(root, cpu);
     u->level = MA_SCOPE_NODE;
-    if (node < 0 ||
-        read_sysfs(buf, sizeof buf, root, "devices/system/node/node%d/cpulist",
-                   node) < 0 ||
-        ma_cpulist_parse(buf, &u->cpus) < 0)
+    if (node < 0)
+        return -1;
+    snprintf(path, sizeof path, "devices/system/node/node%d/cpulist", node);
+    if (read_cpulist_file(root, path, &u->cpus) < 0)
         return -1;
     u->id = node;
     return 0;
@@ -611,7 +632,7 @@ int ma_node_of_cpu(const char *root, int cpu)
     if (!dir)
         return -1;
     while (found < 0 && (de = readdir(dir))) {
-        char buf[8192], *end;
+        char file[64], *end;
         cpu_set_t cpus;
         long node;
         if (strncmp(de->d_name, "node", 4) != 0)
@@ -619,11 +640,12 @@ int ma_node_of_cpu(const char *root, int cpu)
         node = strtol(de->d_name + 4, &end, 10);
         if (end == de->d_name + 4 || *end || node < 0 || node > INT_MAX)
             continue;
-        if (read_sysfs(buf, sizeof buf, root,
-                       "devices/system/node/node%ld/cpulist", node) < 0) {
-            if (errno != ENOENT)
+        snprintf(file, sizeof file, "devices/system/node/node%ld/cpulist",
+                 node);
+        if (read_cpulist_file(root, file, &cpus) < 0) {
+            if (errno != ENOENT && errno != EINVAL)
                 err = errno;
-        } else if (ma_cpulist_parse(buf, &cpus) == 0 && CPU_ISSET(cpu, &cpus))
+        } else if (CPU_ISSET(cpu, &cpus))
             found = (int)node;
     }
     closedir(dir);

@@ -7,7 +7,12 @@
  * Called with the lock held: from the listener, with each event it read,
  * and from fork() (its look at the channels first, the plans after). It
  * calls neither the interposers nor the listener; a newly planned time
- * wakes the listener through the shared eventfd. */
+ * wakes the listener through the shared eventfd.
+ *
+ * The texts of the lines are built in static buffers, which the lock
+ * keeps to one decision at a time: a fork's decision runs on the
+ * program's main thread, whose stack may be only a few pages (ulimit -s),
+ * not on the listener's. */
 #define _GNU_SOURCE
 #include "state.h"
 
@@ -41,7 +46,7 @@ static int place_listed_threads(const char *buf, ssize_t len,
 static int place_all_threads(const cpu_set_t *mask)
 {
     int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    char buf[4096] __attribute__((aligned(8)));
+    static char buf[4096] __attribute__((aligned(8)));
     ssize_t len;
     int rc = 0;
 
@@ -56,7 +61,7 @@ static int place_all_threads(const cpu_set_t *mask)
 
 static void log_restored(void)
 {
-    char cpus[4096];
+    static char cpus[4096];
     ma_log(MA_LOG_NOTICE,
            "master %d -> CPUs %s (its original mask), no pinned worker left "
            "to follow",
@@ -86,7 +91,7 @@ static void log_followed(const cpu_set_t *target, const char *units,
                          struct move_words w, const char *after,
                          const char *memory)
 {
-    char cpus[4096], lead[4096];
+    static char cpus[4096], lead[4096];
     ma_log(MA_LOG_NOTICE, "%smaster %d %s CPUs %s (%s), %s worker %d on CPU%s "
            "%s%s; %s",
            ma_cfg.dry_run ? "dry run: " : "", getpid(), w.verb,
@@ -98,7 +103,7 @@ static void log_followed(const cpu_set_t *target, const char *units,
 /* Moves the master to target, or says why not. Returns 0 when placed. */
 static int place_master(const cpu_set_t *target)
 {
-    char cpus[4096];
+    static char cpus[4096];
     if (!ma_cfg.dry_run && place_all_threads(target) < 0) {
         ma_log(MA_LOG_WARN, "could not move master %d to CPUs %s: %s; "
                "skipped", getpid(), ma_cpulist_text(target, cpus, sizeof cpus),
@@ -114,7 +119,7 @@ static int place_master(const cpu_set_t *target)
 static int follow_target(cpu_set_t *target, char *units, size_t len)
 {
     cpu_set_t lead;
-    char cpus[4096], orig[4096];
+    static char cpus[4096], orig[4096];
 
     /* A worker's word is clamped to the master's CPUs before anything is
      * read about them. */
@@ -184,7 +189,7 @@ static void confirmation_time(char *buf, size_t len)
  * master had been placed, so that the surprise can be explained. */
 static void note_missed_start(char *buf, size_t len)
 {
-    char cpus[4096], lead[4096];
+    static char cpus[4096], lead[4096];
     size_t used = strlen(buf);
     snprintf(buf + used, len - used, ", not where it was placed at start "
              "(CPUs %s, %s, for worker 0 on CPUs %s)",
@@ -206,7 +211,7 @@ static struct move_words words_for(bool stays)
  * node of the package): its memory may have to move all the same. */
 static void follow(const cpu_set_t *target, const char *units)
 {
-    char after[9000];
+    static char after[9000];
     bool stays = CPU_EQUAL(target, &self.placed);
     if (!stays && place_master(target) < 0)
         return;
@@ -222,9 +227,13 @@ static void follow(const cpu_set_t *target, const char *units)
     ma_plan_touch_up();
 }
 
+/* What the placement at start names: static, as it runs once, in the
+ * constructor, before the program, under whatever stack limit it has. */
+static char start_cpus[4096];
+static struct ma_early start_decision;
+
 static void log_start_decision(const struct ma_early *e)
 {
-    char cpus[4096];
     if (e->n_files)
         ma_log(MA_LOG_DEBUG, "read %u configuration file%s: %s", e->n_files,
                e->n_files > 1 ? "s" : "", e->files);
@@ -232,7 +241,8 @@ static void log_start_decision(const struct ma_early *e)
         ma_log(MA_LOG_DEBUG, "no placement at start: %s", e->why);
     else
         ma_log(MA_LOG_DEBUG, "worker 0 will pin to CPUs %s (%s)",
-               ma_cpulist_text(&e->worker0, cpus, sizeof cpus), e->why);
+               ma_cpulist_text(&e->worker0, start_cpus, sizeof start_cpus),
+               e->why);
 }
 
 /* The pages the decision dirtied before the master was placed, on the node
@@ -263,37 +273,39 @@ __attribute__((noinline)) static void give_back_scratch(void)
  * here). */
 void ma_place_at_start(int argc, char **argv)
 {
-    struct ma_early e;
+    struct ma_early *e = &start_decision;
     cpu_set_t original;
-    char cpus[4096];
 
     if (is_master() || !ma_config_nginx_family() ||
         REAL(sched_getaffinity)(0, sizeof original, &original) < 0)
         return;
-    ma_early_decide(argc, argv, &original, &e);
-    log_start_decision(&e);
-    if (!e.place)
+    ma_early_decide(argc, argv, &original, e);
+    log_start_decision(e);
+    if (!e->place)
         return;
-    if (!ma_cfg.dry_run && place_all_threads(&e.target) < 0) {
+    if (!ma_cfg.dry_run && place_all_threads(&e->target) < 0) {
         ma_log(MA_LOG_DEBUG, "no placement at start: CPUs %s refused (%s)",
-               ma_cpulist_text(&e.target, cpus, sizeof cpus), strerror(errno));
+               ma_cpulist_text(&e->target, start_cpus, sizeof start_cpus),
+               strerror(errno));
         place_all_threads(&original);
         return;
     }
     self.original = original;
-    self.placed = e.target;
+    self.placed = e->target;
     self.start_pending = true;
     start.pid = getpid();
-    start.worker0 = e.worker0;
-    start.target = e.target;
-    start.node = e.node;
+    start.worker0 = e->worker0;
+    start.target = e->target;
+    start.node = e->node;
     start.at_ns = now_ns();
-    snprintf(start.units, sizeof start.units, "%s", e.units);
+    snprintf(start.units, sizeof start.units, "%.*s",
+             (int)sizeof start.units - 1, e->units);
     give_back_scratch();
     ma_log(MA_LOG_DEBUG, "%smaster %d placed at start on CPUs %s (%s); %s",
            ma_cfg.dry_run ? "dry run: " : "", getpid(),
-           ma_cpulist_text(&e.target, cpus, sizeof cpus), e.units,
-           ma_memory_prefer_at_start(e.node));
+           ma_cpulist_text(&e->target, start_cpus, sizeof start_cpus),
+           e->units,
+           ma_memory_prefer_at_start(e->node));
 }
 
 /* The leader's process as the log last named it: a death of worker 0, or
@@ -302,7 +314,7 @@ static pid_t said_pid;
 
 static void say_same_place(void)
 {
-    char cpus[4096], lead[4096];
+    static char cpus[4096], lead[4096];
     if (brood.lead_pid == said_pid)
         return;
     ma_cpulist_text(&self.placed, cpus, sizeof cpus);
@@ -338,7 +350,7 @@ void ma_plan_pin_check(const struct ma_place *place)
  * master started. */
 static void leave_start_placement(void)
 {
-    char cpus[4096], lead[4096];
+    static char cpus[4096], lead[4096];
     self.start_pending = false;
     if (place_master(&self.original) < 0)
         return;

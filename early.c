@@ -32,10 +32,16 @@ static void doubt(struct ma_early *e, const char *fmt, ...)
     va_end(ap);
 }
 
+/* The text of the CPU lists the decision names. Static, as what follows
+ * runs once, in the constructor, on the main thread, before the program:
+ * under whatever stack limit it was started with, which nginx alone may
+ * need only a few pages of. */
+static char cpus[4096], orig[4096];
+static struct ma_ngx_prediction prediction;
+
 /* The scope units of worker 0's CPUs, as following would take them. */
 static void decide_target(const cpu_set_t *original, struct ma_early *e)
 {
-    char cpus[4096];
 
     if (ma_place_for(ma_cfg.sysfs, ma_cfg.scope, NULL, &e->worker0, original,
                      &e->target, e->units, sizeof e->units) < 0) {
@@ -53,7 +59,6 @@ static void decide_from_prediction(const struct ma_ngx_prediction *p,
                                    const cpu_set_t *original,
                                    struct ma_early *e)
 {
-    char cpus[4096], orig[4096];
     if (!p->place)
         return doubt(e, "%s", p->reason);
     CPU_AND(&e->worker0, &p->worker0, original);
@@ -69,13 +74,14 @@ static void decide_for_command_line(int argc, char **argv,
                                     const cpu_set_t *original,
                                     struct ma_early *e)
 {
-    struct ma_ngx_prediction p;
+    struct ma_ngx_prediction *p = &prediction;
     if (argc < 1 || !argv)
         return doubt(e, "no command line");
-    ma_ngx_predict(argc, argv, ma_cfg.exe, sysconf(_SC_NPROCESSORS_ONLN), &p);
-    e->n_files = p.n_files;
-    snprintf(e->files, sizeof e->files, "%s", p.files);
-    decide_from_prediction(&p, original, e);
+    ma_ngx_predict(argc, argv, ma_cfg.exe, sysconf(_SC_NPROCESSORS_ONLN), p);
+    e->n_files = p->n_files;
+    snprintf(e->files, sizeof e->files, "%.*s", (int)sizeof e->files - 1,
+             p->files);
+    decide_from_prediction(p, original, e);
 }
 
 /* nginx's command lines are a few words: a longer one is a doubt, not a

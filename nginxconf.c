@@ -76,6 +76,11 @@ struct ctx {
     cpu_set_t w0;
     char affinity_at[PATH_MAX + 16];
     struct directive d;
+    /* The paths the start needs, here rather than on the stack: the
+     * library reads the configuration in its constructor, on nginx's main
+     * thread, before nginx has run, under whatever stack limit it has. */
+    char conf_file[PATH_MAX], prefix[PATH_MAX], compiled_prefix[PATH_MAX],
+        compiled_conf[PATH_MAX];
 };
 
 /* ---- messages and the list of files ---- */
@@ -624,14 +629,11 @@ static bool full_name(struct ctx *c, const char *prefix, const char *name,
 
 /* ngx_conf_include: a pattern with * ? [ is a glob (sorted, matching
  * nothing is fine), anything else one file that must open. */
-static bool include(struct ctx *c, const char *name)
+static bool include_path(struct ctx *c, const char *path)
 {
-    char path[PATH_MAX];
     glob_t g;
     int rc;
     bool good = true;
-    if (!full_name(c, c->conf_prefix, name, path, sizeof path))
-        return false;
     if (!strpbrk(path, "*?["))
         return parse_file(c, path);
     rc = glob(path, 0, NULL, &g);
@@ -645,6 +647,20 @@ static bool include(struct ctx *c, const char *name)
     for (size_t i = 0; good && i < g.gl_pathc; i++)
         good = parse_file(c, g.gl_pathv[i]);
     globfree(&g);
+    return good;
+}
+
+/* Each level of includes keeps its path on the heap: a few hundred bytes
+ * of stack a level, not a page. */
+static bool include(struct ctx *c, const char *name)
+{
+    char *path = malloc(PATH_MAX);
+    bool good;
+    if (!path)
+        return fail(c, "out of memory");
+    good = full_name(c, c->conf_prefix, name, path, PATH_MAX) &&
+           include_path(c, path);
+    free(path);
     return good;
 }
 
@@ -753,11 +769,16 @@ static bool main_directive(struct ctx *c)
     if (d->too_long)
         return fail(c, "\"%s\": a word over %d bytes", d->w[0], WORD_MAX);
     if (is_directive(d, "include")) {
-        char name[WORD_MAX + 1];
+        char *name;
+        bool good;
         if (d->n != 2)
             return fail(c, "invalid number of arguments in \"include\"");
-        memcpy(name, d->w[1], d->len[1] + 1);
-        return include(c, name);
+        /* The included file's directives overwrite d. */
+        if (!(name = strdup(d->w[1])))
+            return fail(c, "out of memory");
+        good = include(c, name);
+        free(name);
+        return good;
     }
     if (is_directive(d, "master_process"))
         return set_flag(c, &c->master);
@@ -1205,11 +1226,10 @@ static bool compiled_paths(struct ctx *c, char *prefix, char *conf)
 /* ngx_process_options: the prefix, the configuration file's full name,
  * and the conf prefix that includes are relative to (the directory of
  * that file). */
-static bool locate_conf(struct ctx *c, const struct options *o,
-                        char *conf_file)
+static bool locate_conf(struct ctx *c, const struct options *o)
 {
-    char prefix[PATH_MAX] = "", compiled_prefix[PATH_MAX],
-         compiled_conf[PATH_MAX];
+    char *prefix = c->prefix, *compiled_prefix = c->compiled_prefix,
+         *compiled_conf = c->compiled_conf, *conf_file = c->conf_file;
     const char *conf = o->conf;
     bool compiled = !conf || (!o->prefix && conf[0] != '/');
     char *slash;
@@ -1218,9 +1238,9 @@ static bool locate_conf(struct ctx *c, const struct options *o,
         return false;
     if (o->prefix) {
         len = strlen(o->prefix);
-        if (len + 2 > sizeof prefix)
+        if (len + 2 > PATH_MAX)
             return fail(c, "-p: path too long");
-        snprintf(prefix, sizeof prefix, "%s%s", o->prefix,
+        snprintf(prefix, PATH_MAX, "%s%s", o->prefix,
                  len && o->prefix[len - 1] != '/' ? "/" : "");
     } else if (compiled) {
         strcpy(prefix, compiled_prefix);
@@ -1282,7 +1302,6 @@ static bool old_tengine_auto(struct ctx *c)
 static void predict(struct ctx *c, int argc, char *const argv[])
 {
     struct options o = {0};
-    char conf_file[PATH_MAX];
     parse_options(argc, argv, &o);
     if (o.option) {
         set_reason(c->out, "nginx -%c: %s",
@@ -1293,12 +1312,12 @@ static void predict(struct ctx *c, int argc, char *const argv[])
         set_reason(c->out, "%s", o.not_server);
         return;
     }
-    if (!locate_conf(c, &o, conf_file))
+    if (!locate_conf(c, &o))
         return;
     /* ngx_init_cycle reads -g before the file. */
     if (o.params && !parse_as(c, "-g", o.params, strlen(o.params), false))
         return;
-    if (!parse_file(c, conf_file))
+    if (!parse_file(c, c->conf_file))
         return;
     if (old_tengine_auto(c)) {
         set_reason(c->out, "%s: Tengine %d.%d assigns \"auto\" by its own "
