@@ -379,11 +379,39 @@ void ma_check_pins_if_due(void)
 }
 
 /* Acts on the leader choice after any event. */
+/* The master's main thread is not on the mask the library gave it: the
+ * program set its own, or an administrator did (taskset -p). That mask is
+ * the master's from now on: sched_getaffinity reads it, its children
+ * inherit it, and the library moves the master, and its memory, no more:
+ * an explicit mask wins over following worker 0. */
+void ma_check_own_mask(void)
+{
+    static char cpus[4096], given[4096];
+    cpu_set_t now;
+    /* A dry run gives no mask: it only says which. */
+    if (self.mask_taken || ma_cfg.dry_run ||
+        REAL(sched_getaffinity)(getpid(), sizeof now, &now) < 0 ||
+        CPU_EQUAL(&now, &self.placed))
+        return;
+    ma_log(MA_LOG_NOTICE, "master %d is on CPUs %s, not the CPUs %s it was "
+           "given: its mask was set by the program or an administrator, and "
+           "the library no longer moves it or its memory", getpid(),
+           ma_cpulist_text(&now, cpus, sizeof cpus),
+           ma_cpulist_text(&self.placed, given, sizeof given));
+    self.original = self.placed = now;
+    self.mask_taken = true;
+    self.start_pending = false;
+    touch_up_at = 0;
+    ma_memory_restore();
+}
+
 void ma_apply_decision(void)
 {
     cpu_set_t target;
     char units[512];
 
+    if (self.mask_taken)
+        return;
     switch (ma_brood_decide(&brood, now_ns())) {
     case MA_HOLD:
     case MA_WAIT:

@@ -160,6 +160,7 @@ static void *listener(void *arg)
     struct epoll_event ev[32];
     int timeout = -1;
     (void)arg;
+    listener_tid = gettid();
     read_topology();
     for (;;) {
         int n = epoll_wait(self.epoll.fd, ev, 32, timeout);

@@ -157,6 +157,27 @@ static void report_pin_keeping_errno(void)
     errno = e;
 }
 
+/* A master whose main thread's mask is no longer the library's takes it
+ * for its own (decide.c). Under the lock: the listener may be moving the
+ * master just then. */
+static bool master_mask_checked(void)
+{
+    int e = errno;
+    if (!ma_cfg.active || !in_own_process() || !is_master())
+        return false;
+    pthread_mutex_lock(&lock);
+    if (is_master())
+        ma_check_own_mask();
+    errno = e;
+    return true;
+}
+
+static void notice_own_mask(void)
+{
+    if (master_mask_checked())
+        pthread_mutex_unlock(&lock);
+}
+
 EXPORT int sched_setaffinity(pid_t pid, size_t size, const cpu_set_t *mask)
 {
     sched_setaffinity_fn *next;
@@ -169,6 +190,8 @@ EXPORT int sched_setaffinity(pid_t pid, size_t size, const cpu_set_t *mask)
     rc = next(pid, size, mask);
     if (may_report(rc) && pins_itself(pid))
         report_pin_keeping_errno();
+    if (rc == 0 && pins_itself(pid))
+        notice_own_mask();
     return rc;
 }
 
@@ -183,6 +206,8 @@ EXPORT int pthread_setaffinity_np(pthread_t thread, size_t size,
     rc = next(thread, size, mask);
     if (may_report(rc) && pthread_equal(thread, pthread_self()))
         report_pin_keeping_errno();
+    if (rc == 0 && pthread_equal(thread, pthread_self()))
+        notice_own_mask();
     return rc;
 }
 
@@ -199,15 +224,22 @@ EXPORT int sched_getaffinity(pid_t pid, size_t size, cpu_set_t *mask)
 {
     sched_getaffinity_fn *next;
     int rc;
+    bool locked;
     ensure_loaded();
     if (!(next = REAL(sched_getaffinity))) {
         errno = ENOSYS;
         return -1;
     }
     rc = next(pid, size, mask);
-    if (rc == 0 && ma_cfg.active && moved() && pins_itself(pid) &&
-        in_own_process())
+    if (rc != 0 || !ma_cfg.active || !pins_itself(pid) || !in_own_process())
+        return rc;
+    locked = master_mask_checked();
+    /* The mask the library gave is replaced by the one it started with;
+     * one it did not give is the master's own, read as it is. */
+    if (moved())
         original_mask_into(size, mask);
+    if (locked)
+        pthread_mutex_unlock(&lock);
     return rc;
 }
 
@@ -335,6 +367,7 @@ static struct prefork prepare_fork(uint64_t asked_ns, bool reread)
     drop_orphan_channel();
     if (!become_master() || !still_master())
         return pf;
+    ma_check_own_mask();
     ma_drain_channels();
     ma_memory_prefork();
     ma_brood_check_reaped(&brood, reaped);
@@ -424,6 +457,8 @@ static void after_fork_in_child(struct prefork *pf)
     self.warned_channel = false;
     self.placed = self.original;
     self.start_pending = false;
+    self.mask_taken = false;
+    listener_tid = 0;
     ma_decisions_forget();
     /* Another thread of the parent may have been waiting for the lock:
      * nobody waits for it in this child. */

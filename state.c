@@ -20,6 +20,7 @@ struct ma_start start;
 struct ma_topology topology;
 pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 int forks_waiting;
+pid_t listener_tid;
 
 /* Marks a slot whose symbol was looked up and not found. */
 #define NOT_FOUND ((void *)&real)
@@ -182,9 +183,14 @@ void ma_stop_being_master(void)
     self.wake.fd = -1;
 }
 
+/* The listener reckons its next timeout itself after each event: only
+ * another thread (a fork's) wakes it. Nor may it write to the eventfd while
+ * the program closes descriptors in another thread and takes the number. */
 void ma_wake_listener(void)
 {
     uint64_t one = 1;
+    if (gettid() == listener_tid)
+        return;
     if (write(self.wake.fd, &one, sizeof one) < 0)
         return;
 }

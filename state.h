@@ -69,6 +69,8 @@ struct ma_self {
     cpu_set_t placed;  /* the mask the master was last given */
     cpu_set_t handled; /* the leader mask last followed or refused */
     bool start_pending; /* placed at start, worker 0 not seen yet */
+    bool mask_taken;    /* the program or an administrator set the master's
+                           mask: the library no longer moves it */
 };
 extern struct ma_self self;
 
@@ -144,6 +146,8 @@ void ma_lock_for_fork(void);
 
 /* Wakes the listener, which may be asleep with no timeout, to take a new
  * time into account. */
+/* The listener thread's id, once it runs. */
+extern pid_t listener_tid;
 void ma_wake_listener(void);
 
 /* ---- decide.c: the master's decisions and their log lines ---- */
@@ -158,6 +162,7 @@ void ma_apply_decision(void);
  * first child of a start or reload, the check that a child pinned. */
 void ma_plan_touch_up(void);
 void ma_plan_pin_check(const struct ma_place *place);
+void ma_check_own_mask(void);
 
 /* The timed decisions, when due. */
 void ma_touch_up_if_due(void);

@@ -26,6 +26,10 @@
  *            library's numbers) and forks again: its set must hold only
  *            its own entry, under its own data, and its eventfd count only
  *            what it wrote.
+ *   ownmask  once the master follows worker 0 to CPU 1, it pins itself to
+ *            CPU 0: sched_getaffinity must say CPU 0 (not the mask it
+ *            started with), its next child must start on CPU 0, and the
+ *            master must stay there when worker 0 pins again.
  *   policy   worker 0 re-pins between CPU 1 and 0 while the master forks in
  *            a loop, so that some follows are decided inside fork by the
  *            main thread: once it prefers worker 0's node it must keep it.
@@ -387,6 +391,47 @@ static int mode_ownepoll(void)
     return failures != 0;
 }
 
+/* The mask sched_getaffinity gives, as a CPU number, or -1 for several. */
+static int read_back_cpu(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) < 0 || CPU_COUNT(&set) != 1)
+        return -1;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set))
+            return c;
+    return -1;
+}
+
+static void on_cpu0_child(void)
+{
+    _exit(runs_on(0) ? 0 : 1);
+}
+
+static void repinning_to_1(void)
+{
+    pin_to(1);
+    usleep(300000);
+    pin_to(1);
+    pause();
+}
+
+static int mode_ownmask(void)
+{
+    pid_t worker = spawn(repinning_to_1);
+    check(wait_until_on(1), "the master follows worker 0 to CPU 1");
+    check(pin_to(0) == 0, "the master pins itself to CPU 0");
+    check(read_back_cpu() == 0, "sched_getaffinity says CPU 0 (%d)",
+          read_back_cpu());
+    check(exit_status_of(spawn(on_cpu0_child)) == 0,
+          "its next child starts on CPU 0");
+    usleep(500000); /* worker 0 pins again meanwhile */
+    check(runs_on(0), "the master stays on CPU 0 after worker 0 pins again");
+    kill(worker, SIGKILL);
+    waitpid(worker, NULL, 0);
+    return failures != 0;
+}
+
 static void alternating_worker(void)
 {
     for (int i = 0; i < 12; i++) {
@@ -493,6 +538,7 @@ static const struct {
     {"follow", mode_follow},       {"vforkexec", mode_vforkexec},
     {"vforksetsid", mode_vforksetsid}, {"closefrom", mode_closefrom},
     {"ownepoll", mode_ownepoll},
+    {"ownmask", mode_ownmask},
     {"policy", mode_policy},       {"touchup", mode_touchup},
     {"tengine", mode_tengine},
 };
@@ -503,7 +549,7 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], modes[i].name) == 0)
             return modes[i].run();
     fprintf(stderr, "usage: robust unmap|forkrace|follow|vforkexec|"
-            "vforksetsid|closefrom|ownepoll|policy|touchup|tengine\n");
+            "vforksetsid|closefrom|ownepoll|ownmask|policy|touchup|tengine\n");
     return 2;
 }
 

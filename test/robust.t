@@ -46,6 +46,10 @@ relay "ownepoll" robust ownepoll
 is "$(err_lines | grep -c "\[warn\] .*masteraff: the program closed the library's descriptors: .*; process [0-9]* will not follow its children")" 1 \
     "ownepoll: one warn line says the library stops following"
 
+relay "ownmask" robust ownmask
+is "$(err_lines | grep -c "\[notice\] .*masteraff: master [0-9]* is on CPUs 0, not the CPUs 1 it was given: its mask was set by the program or an administrator")" 1 \
+    "ownmask: one line says the master's own mask is taken for its own"
+
 relay "policy" robust policy
 
 relay "touchup" robust touchup MASTERAFF_LOG=info
