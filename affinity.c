@@ -653,6 +653,11 @@ int ma_node_of_cpu(const char *root, int cpu)
     return found;
 }
 
+int ma_node_of_worker(const char *root, const cpu_set_t *worker)
+{
+    return ma_node_of_cpu(root, ma_cpuset_first(worker));
+}
+
 /* ---- reports ---- */
 
 void ma_report_encode(const struct ma_report *r, unsigned char *buf)

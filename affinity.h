@@ -117,6 +117,9 @@ const char *ma_units_describe(const struct ma_unit *units, size_t n,
  * errno: ENOENT when no node holds it, or why the nodes could not be read
  * (EMFILE, say). */
 int ma_node_of_cpu(const char *root, int cpu);
+/* The node a worker's memory belongs on: its first CPU's. One rule for the
+ * placement at start and for following. */
+int ma_node_of_worker(const char *root, const cpu_set_t *worker);
 
 /* ---- reports: what a child sends its parent when it pins itself ---- */
 

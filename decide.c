@@ -201,7 +201,7 @@ static struct move_words words_for(bool stays)
 {
     if (!stays)
         return (struct move_words){"->", "following"};
-    if (self.start_pending && moved())
+    if (self.start_pending)
         return (struct move_words){"stays on", "placed there at start for"};
     return (struct move_words){"stays on", "already there for"};
 }
@@ -215,7 +215,7 @@ static void follow(const cpu_set_t *target, const char *units)
     bool stays = CPU_EQUAL(target, &self.placed);
     if (!stays && place_master(target) < 0)
         return;
-    if (stays && self.start_pending && moved())
+    if (stays && self.start_pending)
         confirmation_time(after, sizeof after);
     else
         time_since_pin(after, sizeof after);

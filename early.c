@@ -39,19 +39,21 @@ static void doubt(struct ma_early *e, const char *fmt, ...)
 static char cpus[4096], orig[4096];
 static struct ma_ngx_prediction prediction;
 
-/* The scope units of worker 0's CPUs, as following would take them. */
-static void decide_target(const cpu_set_t *original, struct ma_early *e)
+/* The scope units of worker 0's CPUs within the master's, as following
+ * would take them; the node of all of worker 0's CPUs, as following would
+ * take it. */
+static void decide_target(const cpu_set_t *within, const cpu_set_t *original,
+                          struct ma_early *e)
 {
-
-    if (ma_place_for(ma_cfg.sysfs, ma_cfg.scope, NULL, &e->worker0, original,
+    if (ma_place_for(ma_cfg.sysfs, ma_cfg.scope, NULL, within, original,
                      &e->target, e->units, sizeof e->units) < 0) {
         doubt(e, "cannot read the %s of CPUs %s under %s: %s",
               ma_scope_name(ma_cfg.scope),
-              ma_cpulist_text(&e->worker0, cpus, sizeof cpus), ma_cfg.sysfs,
+              ma_cpulist_text(within, cpus, sizeof cpus), ma_cfg.sysfs,
               strerror(errno));
         return;
     }
-    e->node = ma_node_of_cpu(ma_cfg.sysfs, ma_cpuset_first(&e->worker0));
+    e->node = ma_node_of_worker(ma_cfg.sysfs, &e->worker0);
     e->place = true;
 }
 
@@ -59,15 +61,20 @@ static void decide_from_prediction(const struct ma_ngx_prediction *p,
                                    const cpu_set_t *original,
                                    struct ma_early *e)
 {
+    cpu_set_t within;
     if (!p->place)
         return doubt(e, "%s", p->reason);
-    CPU_AND(&e->worker0, &p->worker0, original);
-    if (CPU_COUNT(&e->worker0) == 0)
+    /* Worker 0 gets its whole mask, whatever its master started under: a
+     * start mask (taskset, systemd's CPUAffinity=) does not bind a child's
+     * sched_setaffinity. The master is placed within its own. */
+    e->worker0 = p->worker0;
+    CPU_AND(&within, &p->worker0, original);
+    if (CPU_COUNT(&within) == 0)
         return doubt(e, "worker 0's CPUs %s are outside the master's CPUs %s",
                      ma_cpulist_text(&p->worker0, cpus, sizeof cpus),
                      ma_cpulist_text(original, orig, sizeof orig));
     snprintf(e->why, sizeof e->why, "%s", p->reason);
-    decide_target(original, e);
+    decide_target(&within, original, e);
 }
 
 static void decide_for_command_line(int argc, char **argv,

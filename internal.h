@@ -104,7 +104,7 @@ void ma_log(enum ma_log_level level, const char *fmt, ...)
  * line and the configuration nginx will read (early.c). */
 struct ma_early {
     bool place;
-    cpu_set_t worker0; /* worker 0's CPUs, within the original mask */
+    cpu_set_t worker0; /* worker 0's CPUs, all it will pin itself to */
     cpu_set_t target;  /* their scope units, within the original mask */
     int node;          /* node of worker 0's first CPU, or -1 */
     char units[512];

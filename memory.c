@@ -327,7 +327,7 @@ const char *ma_memory_follow(const cpu_set_t *leader)
     const char *no;
     struct timespec t0;
     struct moved m = {0};
-    int node = ma_node_of_cpu(ma_cfg.sysfs, ma_cpuset_first(leader));
+    int node = ma_node_of_worker(ma_cfg.sysfs, leader);
 
     if (!ma_cfg.migrate)
         return "memory not moved (MASTERAFF_MIGRATE=off)";

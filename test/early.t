@@ -86,8 +86,8 @@ write_conf "10 01"
 MASTERAFF_SYSFS=/sys start_nginx
 wait_pinned_workers
 wait_for "lib_err | grep -q 'master $m stays on'"
-lib_err | grep -q "\[notice\] .*masteraff: master $m stays on CPUs $(cpus_of "$m") (package 0), already there for worker $w0 on CPU 1"
-ok $? "one package: error.log says the master is already on worker 0's package"
+lib_err | grep -q "\[notice\] .*masteraff: master $m stays on CPUs $(cpus_of "$m") (package 0), placed there at start for worker $w0 on CPU 1, confirmed"
+ok $? "one package: error.log says worker 0's pin confirms the placement at start (its whole mask)"
 fresh
 
 done_testing

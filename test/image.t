@@ -215,7 +215,7 @@ ok $? "the container starts and logs its masteraff: line (podman logs)"
 diag "$(line_of)"
 curl -sf "http://127.0.0.1:$PORT/" | grep -q hello
 ok $? "it serves on the published port"
-line_of | grep -Eq ': master 1 stays on CPUs 0-1 \(package 0\), [a-z ]+ for worker [0-9]+ on CPU 0 .*; moved [0-9]+ pages to node 0 in [0-9]+us'
+line_of | grep -Eq ': master 1 stays on CPUs 0-1 \(package 0\), [a-z ]+ for worker [0-9]+ on CPU 0[ ,].*; moved [0-9]+ pages to node 0 in [0-9]+us'
 ok $? "with SYS_NICE (Docker's profile) the memory line names pages moved"
 logs
 ! grep -q libnuma "$T/log"
@@ -262,7 +262,7 @@ write_image_conf 10 10
 run_image cpuset --cpuset-cpus 1 --cap-add SYS_NICE --security-opt "seccomp=$T/seccomp.json"
 ok $? "--cpuset-cpus 1: the container starts"
 diag "$(line_of)"
-line_of | grep -Eq ': master 1 stays on CPUs 1 \(package [0-9]+\), already there for worker [0-9]+ on CPU 1 '
+line_of | grep -Eq ': master 1 stays on CPUs 1 \(package [0-9]+\), placed there at start for worker [0-9]+ on CPU 1, confirmed'
 ok $? "the master stays on CPU 1, its package within the cpuset, and says so"
 host_master=$(podman inspect -f '{{.State.Pid}}' "$C")
 is "$(cpus_of "$host_master")" 1 "the master (host pid $host_master) runs on CPU 1"
@@ -277,7 +277,7 @@ run_image twopkg --cpuset-cpus 1 -v "$T/sys:/masteraff-sys:ro" -e MASTERAFF_SYSF
     --cap-add SYS_NICE --security-opt "seccomp=$T/seccomp.json"
 ok $? "--cpuset-cpus 1, two packages: the container starts"
 diag "$(line_of)"
-line_of | grep -Eq ': master 1 stays on CPUs 1 \(package 1\), already there for worker [0-9]+ on CPU 1 '
+line_of | grep -Eq ': master 1 stays on CPUs 1 \(package 1\), placed there at start for worker [0-9]+ on CPU 1, confirmed'
 ok $? "the master stays on package 1 (CPU 1) of the fake tree"
 podman exec -e MASTERAFF_SYSFS=/masteraff-sys "$C" masteraff status --check >"$T/status" 2>&1
 ok $? "status --check exits 0, two packages" || sed 's/^/#   /' "$T/status"

@@ -150,8 +150,8 @@ if [ "$want" = "$all" ]; then
     grep 'masteraff:' /tmp/error.log | sed 's/^/# /'
     wait_for 'grep -q "masteraff: master" /tmp/error.log'
     is "$(masteraff_lines)" 1 "one package: the master is not moved, one line"
-    grep -q "masteraff: master $m stays on CPUs $all (package [0-9]*), already there for worker" /tmp/error.log
-    ok $? "one package: the line says the master is already on worker 0's package"
+    grep -q "masteraff: master $m stays on CPUs $all (package [0-9]*), placed there at start for worker .*, confirmed" /tmp/error.log
+    ok $? "one package: the line says worker 0's pin confirms the placement at start"
 elif [ "$nnodes" -eq 1 ]; then
     wait_for 'grep -q "masteraff: master" /tmp/error.log'
     grep 'masteraff:' /tmp/error.log | sed 's/^/# /'
