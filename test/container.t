@@ -111,7 +111,7 @@ container() {
         "$NGINX" -c "$T/nginx.conf" -g 'daemon off;' 2>"$T/stderr" &
     u=$!
     cur_unshare=$u
-    wait_for "m=\$(pgrep -P $u) && grep -q 'nginx: master' /proc/\$m/cmdline 2>/dev/null" 10
+    wait_for "m=\$(pgrep -P $u) && grep -q 'nginx: master' /proc/\$m/cmdline 2>/dev/null"
     m=$(pgrep -P "$u")
     cur_master=$m
     is "$(nspid "$m") $(cat "$T/nginx.pid" 2>/dev/null)" "1 1" \
@@ -135,7 +135,7 @@ container() {
     serves
     ok $? "$how the library: nginx serves on 127.0.0.1:$PORT"
     kill -QUIT "$m"
-    wait_for "gone $m" 10
+    wait_for "gone $m"
     ok $? "$how the library: the master exits on SIGQUIT"
     wait "$u"
     rc=$?

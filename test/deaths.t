@@ -25,8 +25,8 @@ kill_then_reload() {
     kill -9 "$victim"
     sleep 0.02
     kill -HUP "$m"
-    wait_for "[ \$(new_workers '$old' | wc -w) -eq 2 ] && [ \$(workers | wc -w) -eq 2 ]" 10
-    wait_for "[ \"\$(cpus_of $m)\" = $want ]" 3
+    wait_for "[ \$(new_workers '$old' | wc -w) -eq 2 ] && [ \$(workers | wc -w) -eq 2 ]"
+    wait_for "[ \"\$(cpus_of $m)\" = $want ]"
     is "$(cpus_of "$m")" "$want" "$role #$n killed, reload 20 ms later to ${affinity:-no affinity}: the master ends on $want"
 }
 

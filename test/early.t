@@ -75,7 +75,7 @@ wait_workers
 m=$(master_pid)
 lib_stderr | grep -q "no placement at start: .*worker_cpu_affinity"
 ok $? "no worker_cpu_affinity: no placement, and the debug line says why"
-wait_for "lib_err | grep -q 'nothing to follow'" 6
+wait_for "lib_err | grep -q 'nothing to follow'"
 lib_err | grep -q "\[notice\] .*masteraff: master $m: none of its children pinned itself within 3 s of their fork; nothing to follow (worker 0 pins itself only with worker_cpu_affinity)"
 ok $? "error.log: a notice says there is nothing to follow, and why"
 is "$(lib_err | grep -c 'nothing to follow')" 1 "said once"

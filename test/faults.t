@@ -56,7 +56,7 @@ reload_under_limit() { # reload_under_limit start_nginx|start_nginx_without
     m=$(master_pid)
     old=$(workers)
     kill -HUP "$m"
-    wait_for "[ \$(new_workers '$old' | wc -w) -eq 16 ]" 10
+    wait_for "[ \$(new_workers '$old' | wc -w) -eq 16 ]"
     sleep 0.5
     new=$(new_workers "$old" | wc -w)
 }
@@ -163,7 +163,7 @@ diag "stopped parent: $(err_lines | grep -c 'master [0-9]* -> CPUs') lines for t
 
 run_lib mtmaster >"$T/mt.out" &
 bg_pids+=($!)
-wait_for "grep -q '^ready' '$T/mt.out'" 10
+wait_for "grep -q '^ready' '$T/mt.out'"
 read -r _ mt c0 c1 <"$T/mt.out"
 ok $? "mtmaster started (master $mt, children $c0 $c1)"
 bg_pids+=("$mt" "$c0" "$c1")
@@ -175,7 +175,7 @@ grep -q "masteraff: master $mt -> CPUs 1 (package 1), following worker $c0 on CP
 ok $? "the library says so"
 kill -USR1 "$mt"
 kill -9 "$c1"
-wait_for "grep -q '^SIGCHLD' '$T/mt.out'" 10
+wait_for "grep -q '^SIGCHLD' '$T/mt.out'"
 grep -q '^SIGUSR1 main' "$T/mt.out"
 ok $? "SIGUSR1 went to the main thread (not the listener): $(grep '^SIGUSR1' "$T/mt.out")"
 grep -q '^SIGCHLD main' "$T/mt.out"

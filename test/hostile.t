@@ -86,7 +86,7 @@ liar() {
     : >"$T/liar.out"
     MASTERAFF_SCOPE=$1 hostile liar >"$T/liar.out" &
     bg_pids+=($!)
-    wait_for "grep -q '^ready' '$T/liar.out'" 10
+    wait_for "grep -q '^ready' '$T/liar.out'"
     read -r _ m l h <"$T/liar.out"
     bg_pids+=("$m" "$l" "$h")
 }

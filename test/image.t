@@ -170,7 +170,7 @@ run_image() {
         { sed 's/^/#   /' "$T/run.err"; return 1; }
     C=$name
     # grep without -q reads all: podman logs must not die of SIGPIPE.
-    wait_for 'podman logs "$C" 2>&1 | grep "masteraff: master" >/dev/null' 30
+    wait_for 'podman logs "$C" 2>&1 | grep "masteraff: master" >/dev/null'
 }
 
 # logs: the container's log, in $T/log.

@@ -74,7 +74,7 @@ fg_run() {
     procs=$((1 + $(pgrep -P "$m" | wc -l)))
     fg_procs[$how]=$procs
     kill -QUIT "$m"
-    wait_for "gone $m" 10
+    wait_for "gone $m"
     ok $? "daemon off, $how the library: the master exits on QUIT"
     wait "$fg"
     rc=$?

@@ -101,7 +101,7 @@ is "$(master_pid) $(cpus_of "$m")" "$m 0" "the same master, still on CPU 0"
 
 # ---- binary upgrade: the new image is placed at start too ----
 kill -USR2 "$m"
-wait_for "[ -s $T/nginx.pid.oldbin ] && [ -s $T/nginx.pid ] && [ \"\$(master_pid)\" != $m ]" 15
+wait_for "[ -s $T/nginx.pid.oldbin ] && [ -s $T/nginx.pid ] && [ \"\$(master_pid)\" != $m ]"
 new=$(master_pid)
 [ -n "$new" ] && [ "$new" != "$m" ]
 ok $? "USR2 starts a new master ($new) through execve"

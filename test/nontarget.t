@@ -69,15 +69,15 @@ echo "== master exec"; exec ls -l /proc/self/fd'
 env LD_PRELOAD="$LIB" MASTERAFF_PROGRAMS=bash bash -c "$execs" execs "$T/f" "$T/g" "$T/orphan" \
     >"$T/execs.out" 2>&1 &
 bp=$!
-wait_for 'grep -q "^== waiting" "$T/execs.out"' 10
+wait_for 'grep -q "^== waiting" "$T/execs.out"'
 ok $? "the target bash runs its children"
 # Its ls children have exited: only the channel of the child that waits is left.
-wait_for "[ \"\$(view $bp | grep -c 'socket:')\" -eq 1 ]" 2
+wait_for "[ \"\$(view $bp | grep -c 'socket:')\" -eq 1 ]"
 bview=$(view "$bp")
 is "$(grep Threads <<<"$bview")" "Threads: 2" "MASTERAFF_PROGRAMS=bash: the bash has the listener thread"
 is "$(grep -c 'socket:\|eventpoll' <<<"$bview")" 2 "and the library's epoll and one channel"
 echo go 1<>"$T/g" # never blocks, even if the bash gave up waiting
-wait_for "gone $bp" 10
+wait_for "gone $bp"
 wait "$bp"
 [ -s "$T/orphan" ] && kill "$(cat "$T/orphan")" 2>/dev/null
 

@@ -124,21 +124,21 @@ took_effect=0
 for ((i = 1; i <= RELOADS; i++)); do
     old=$(workers)
     kill -HUP "$m"
-    if wait_new_workers "$old" 5; then
+    if wait_new_workers "$old"; then
         took_effect=$((took_effect + 1))
     else
-        diag "reload $i: no new workers within 5 s (workers: $(workers))"
+        diag "reload $i: no new workers (workers: $(workers))"
     fi
 done
 t1=$(date +%s.%N)
-is "$took_effect" "$RELOADS" "each of $RELOADS reloads brings a new set of workers within 5 s"
+is "$took_effect" "$RELOADS" "each of $RELOADS reloads brings a new set of workers"
 diag "$RELOADS reloads took $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') s"
 
-wait_for "settled $m $nkids" 10
+wait_for "settled $m $nkids"
 ok $? "the old workers are gone ($(children "$m"))"
 read -r n0 n1 <<<"$(workers)"
 wait_pinned "$n0" "$n1"
-wait_for "[ \"\$(fd_count $m)\" -eq $fds0 ]" 5
+wait_for "[ \"\$(fd_count $m)\" -eq $fds0 ]"
 is "$(fd_count "$m")" "$fds0" "after $RELOADS reloads the master has as many descriptors as before"
 is "$(threads_of "$m")" "$threads0" "and as many threads"
 sleep 0.3

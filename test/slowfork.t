@@ -85,29 +85,29 @@ for ((round = 1; round <= ROUNDS; round++)); do
     : >"$T/error.log"
     start_slow
     ok $? "round $round: nginx starts with forks slowed"
-    wait_for '[ -n "$(master_pid)" ]' 10
+    wait_for '[ -n "$(master_pid)" ]'
     m=$(master_pid)
 
     # start: placed at start on CPU 1 for worker 0, confirmed by its pin
-    wait_for 'w0=$(leader_on 1)' 30
+    wait_for 'w0=$(leader_on 1)'
     line="master $m stays on CPUs 1 (package 1), placed there at start for worker $w0 on CPU 1"
-    wait_for 'grep -q "$line" "$T/error.log"' 10
+    wait_for 'grep -q "$line" "$T/error.log"'
     check_step "start" 1 0 "$line"
 
     # kill -9 of worker 0: its respawn pins to CPU 1, the master stays
     old=$w0
     kill -9 "$w0"
-    wait_for 'w0=$(leader_on 1) && [ "$w0" != "$old" ]' 30
+    wait_for 'w0=$(leader_on 1) && [ "$w0" != "$old" ]'
     line="master $m stays on CPUs 1: worker $w0 now leads"
-    wait_for 'grep -q "$line" "$T/error.log"' 10
+    wait_for 'grep -q "$line" "$T/error.log"'
     check_step "worker 0 killed and respawned" 1 0 "$line"
 
     # a reload with worker 0 alone on CPU 0: followed once the old are gone
     write_four "01 10 10 10"
     kill -HUP "$m"
-    wait_for 'w0=$(leader_on 0)' 30
+    wait_for 'w0=$(leader_on 0)'
     line="master $m -> CPUs 0 (package 0), following worker $w0 on CPU 0"
-    wait_for 'grep -q "$line" "$T/error.log"' 10
+    wait_for 'grep -q "$line" "$T/error.log"'
     check_step "reload with a new mask" 0 1 "$line"
 
     # kill -9 of worker 0 and a reload at once, back to worker 0 on CPU 1
@@ -115,9 +115,9 @@ for ((round = 1; round <= ROUNDS; round++)); do
     old=$w0
     kill -9 "$w0"
     kill -HUP "$m"
-    wait_for 'w0=$(leader_on 1)' 30
+    wait_for 'w0=$(leader_on 1)'
     line="master $m -> CPUs 1 (package 1), following worker $w0 on CPU 1"
-    wait_for 'grep -q "$line" "$T/error.log"' 10
+    wait_for 'grep -q "$line" "$T/error.log"'
     check_step "worker 0 killed and a reload at once" 1 2 "$line"
 
     stop_nginx

@@ -30,17 +30,17 @@ stop_all() {
     for m in $kids; do wait_for "gone $m"; done
 }
 
-# Starts nginx with the library; the foreground process is killed after
-# 10 s. Returns its exit status (137 when killed).
+# Starts nginx with the library; the foreground process is killed if it
+# hangs (after 60 s). Returns its exit status (137 when killed).
 start_bounded() {
-    timeout -s KILL 10 env LD_PRELOAD="$LIB" MASTERAFF_SYSFS="$T/sys" \
+    timeout -s KILL 60 env LD_PRELOAD="$LIB" MASTERAFF_SYSFS="$T/sys" \
         "$NGINX" -c "$T/nginx.conf" 2>"$T/stderr"
 }
 
 # ---- a CPU the start reads: worker 0's, CPU 1 ----
 fifo_at 1 topology/package_cpus_list
 start_bounded
-is "$?" 0 "FIFO at CPU 1's package_cpus_list: nginx starts within 10 s"
+is "$?" 0 "FIFO at CPU 1's package_cpus_list: nginx starts, not held by the FIFO"
 wait_workers
 ok $? "and has its two workers"
 serves
@@ -52,13 +52,13 @@ stop_all
 # ---- a CPU only the listener reads: CPU 0 ----
 fifo_at 0 topology/package_cpus_list
 start_bounded
-is "$?" 0 "FIFO at CPU 0's package_cpus_list: nginx starts within 10 s"
+is "$?" 0 "FIFO at CPU 0's package_cpus_list: nginx starts, not held by the FIFO"
 wait_pinned_workers
 ok $? "the workers pin themselves"
 old=$(workers)
 kill -HUP "$m"
-wait_new_workers "$old" 10
-ok $? "a reload goes through: two new workers within 10 s"
+wait_new_workers "$old"
+ok $? "a reload goes through: two new workers"
 wait_for "lib_lines | grep -q 'master $m -> CPUs 1\|master $m stays on CPUs 1'"
 ok $? "the master follows worker 0 on CPU 1 all the same"
 stop_all

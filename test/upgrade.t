@@ -14,7 +14,7 @@ upgrade() { # upgrade DESCRIPTION: USR2, then check the new master
     old=$(master_pid)
     wait_for "[ \"\$(cpus_of $old)\" = 1 ]"
     kill -USR2 "$old"
-    wait_for "[ -s $T/nginx.pid.oldbin ] && [ -s $T/nginx.pid ] && [ \"\$(master_pid)\" != $old ]" 15
+    wait_for "[ -s $T/nginx.pid.oldbin ] && [ -s $T/nginx.pid ] && [ \"\$(master_pid)\" != $old ]"
     new=$(master_pid)
     if [ -n "$new" ] && [ "$new" != "$old" ]; then
         ok 0 "$what: USR2 starts a new master ($new)"

@@ -45,7 +45,7 @@ start_uwsgi() {
         --http-socket "127.0.0.1:$PORT" --route-run 'return:200' \
         --pidfile "$T/uwsgi.pid" --logto "$T/uwsgi.log" --die-on-term \
         >/dev/null 2>&1 &
-    wait_for '[ -n "$(uwsgi_pid)" ] && [ -n "$(log_pid "uWSGI worker 2")" ] && [ -n "$(log_pid "uWSGI mule 1")" ]' 10
+    wait_for '[ -n "$(uwsgi_pid)" ] && [ -n "$(log_pid "uWSGI worker 2")" ] && [ -n "$(log_pid "uWSGI mule 1")" ]'
 }
 
 stop_uwsgi() {
@@ -53,7 +53,7 @@ stop_uwsgi() {
     m=$(uwsgi_pid)
     [ -n "$m" ] || return 0
     kill -INT "$m" 2>/dev/null
-    wait_for "! kill -0 $m 2>/dev/null" 10 || kill -9 "$m" 2>/dev/null
+    wait_for "! kill -0 $m 2>/dev/null" || kill -9 "$m" 2>/dev/null
     wait "$m" 2>/dev/null
     rm -f "$T/uwsgi.pid"
 }
@@ -121,7 +121,7 @@ ok $? "uWSGI serves with the library"
 
 # uWSGI respawns a dead worker 1 with the same CPU: the master stays.
 kill -9 "$w1"
-wait_for "[ -n \"\$(log_pid 'uWSGI worker 1' 2)\" ] || grep -q 'Respawned uWSGI worker 1' $T/uwsgi.log" 10
+wait_for "[ -n \"\$(log_pid 'uWSGI worker 1' 2)\" ] || grep -q 'Respawned uWSGI worker 1' $T/uwsgi.log"
 n1=$(log_pid "uWSGI worker 1")
 [ "$n1" != "$w1" ]
 ok $? "worker 1 is respawned ($w1 -> $n1)"
@@ -133,7 +133,7 @@ is "$(grep -c "masteraff: master $m ->" "$T/uwsgi.log")" 1 "and the library says
 # SIGHUP: uWSGI reloads by re-executing its own binary in the master (same
 # pid), then forks new workers and a new mule.
 kill -HUP "$m"
-wait_for "[ -n \"\$(log_pid 'uWSGI mule 1' 2)\" ]" 15
+wait_for "[ -n \"\$(log_pid 'uWSGI mule 1' 2)\" ]"
 mule2=$(log_pid "uWSGI mule 1")
 [ "$mule2" != "$mule" ] && kill -0 "$m" 2>/dev/null
 ok $? "SIGHUP: the master ($m) re-executes itself and forks a new mule ($mule2)"
