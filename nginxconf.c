@@ -1,10 +1,15 @@
 /* libmasteraff: worker 0's CPUs from nginx's configuration (see
- * nginxconf.h). Each rule below mirrors a named function of nginx 1.18 to
- * 1.31, freenginx, Angie and Tengine, which agree on all of it but the
- * compiled-in defaults, or of OpenResty's Lua module for its blocks. */
+ * nginxconf.h). This is nginx's reader: ngx_conf_read_token, ngx_conf_parse
+ * and ngx_conf_include of src/core/ngx_conf_file.c, and the main context's
+ * directives of src/core/nginx.c (ngx_set_worker_processes,
+ * ngx_set_cpu_affinity, ngx_get_cpu_affinity), which nginx 1.18 to 1.31,
+ * freenginx, Angie and Tengine agree on. ma_ngx_predict runs the parts as
+ * nginx's start does: its command line (nginxconf_cmdline.c), what the
+ * executable says (nginxconf_exe.c), this reader, with the Lua module's
+ * for its blocks (nginxconf_lua.c). */
 #define _GNU_SOURCE
 #include "internal.h"
-#include "nginxconf.h"
+#include "nginxconf_private.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -38,8 +43,7 @@ set_reason(struct ma_ngx_prediction *out, const char *fmt, ...)
     va_end(ap);
 }
 
-__attribute__((format(printf, 2, 3))) static bool fail(struct ctx *c,
-                                                       const char *fmt, ...)
+bool fail(struct ctx *c, const char *fmt, ...)
 {
     va_list ap;
     size_t n = 0;
@@ -197,7 +201,7 @@ static size_t min_size(size_t a, size_t b)
 /* nginx's buffer, read on once the reading has reached its end: what is
  * kept from `keep` on moves to its start, and the rest of the buffer is
  * filled from the file. */
-static void refill(struct lexer *lx, size_t keep)
+void refill(struct lexer *lx, size_t keep)
 {
     lx->last = min_size(lx->size, keep + NGX_CONF_BUFFER);
 }
@@ -337,8 +341,8 @@ static bool is_directive(const struct directive *d, const char *name)
 }
 
 /* Paths as ngx_get_full_name makes them: absolute, or after the prefix. */
-static bool full_name(struct ctx *c, const char *prefix, const char *name,
-                      char *out, size_t len)
+bool full_name(struct ctx *c, const char *prefix, const char *name, char *out,
+               size_t len)
 {
     int n = snprintf(out, len, "%s%s", name[0] == '/' ? "" : prefix, name);
     if (n < 0 || (size_t)n >= len)

@@ -1,4 +1,13 @@
-/* ---- the command line: ngx_get_options, ngx_process_options ---- */
+/* libmasteraff: nginx's command line, as nginx's start reads it:
+ * ngx_get_options (-p -c -g, and the options after which nginx starts no
+ * server: -t -T -v -V -h -s) and ngx_process_options (the prefix, the
+ * configuration file, the directory its includes are relative to) of
+ * src/core/nginx.c. */
+#define _GNU_SOURCE
+#include "nginxconf_private.h"
+
+#include <stdio.h>
+#include <string.h>
 
 /* The value of -p -c -g -s -e: the rest of the word, or the next one. */
 static const char *option_value(int argc, char *const argv[], int *i,
@@ -75,7 +84,7 @@ static bool option_word(int argc, char *const argv[], int *i,
 
 /* nginx reads on after -t, -v or -s, but whatever follows, it starts no
  * server: the first of them, or of the errors, is the reason. */
-static void parse_options(int argc, char *const argv[], struct options *o)
+void parse_options(int argc, char *const argv[], struct options *o)
 {
     for (int i = 1; i < argc; i++)
         if (!option_word(argc, argv, &i, o))
@@ -85,7 +94,7 @@ static void parse_options(int argc, char *const argv[], struct options *o)
 /* ngx_process_options: the prefix, the configuration file's full name,
  * and the conf prefix that includes are relative to (the directory of
  * that file). */
-static bool locate_conf(struct ctx *c, const struct options *o)
+bool locate_conf(struct ctx *c, const struct options *o)
 {
     char *prefix = c->prefix, *compiled_prefix = c->compiled_prefix,
          *compiled_conf = c->compiled_conf, *conf_file = c->conf_file;

@@ -1,4 +1,20 @@
-/* ---- the executable: "nginx -V"'s configure arguments, and the fork ---- */
+/* libmasteraff: what nginx's executable says of itself, read from its
+ * file: the configure arguments and the forks' version lines that
+ * ngx_show_version_info (src/core/nginx.c) prints for "nginx -V", and the
+ * compiled-in NGX_PREFIX and NGX_CONF_PATH that auto/options and
+ * auto/configure make of those arguments (Angie's differ), and Tengine's
+ * version, whose "worker_cpu_affinity auto" had its own rule before 2.3. */
+#define _GNU_SOURCE
+#include "internal.h"
+#include "nginxconf_private.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define CONFIGURE_MAX 16384
 
@@ -164,7 +180,7 @@ static bool configure_paths(struct ctx *c, const char *args, char *prefix,
 }
 
 /* Reads the configure arguments out of the executable. */
-static bool compiled_paths(struct ctx *c, char *prefix, char *conf)
+bool compiled_paths(struct ctx *c, char *prefix, char *conf)
 {
     off_t found[N_TAGS];
     char *args = NULL;
@@ -201,7 +217,7 @@ static bool compiled_paths(struct ctx *c, char *prefix, char *conf)
  * (ngx_get_cpu_affinity is the same in each). Tengine before 2.3 had its
  * own, from the last CPU down; only the executable tells, and one that
  * cannot be read is taken for nginx. */
-static bool old_tengine_auto(struct ctx *c)
+bool old_tengine_auto(struct ctx *c)
 {
     off_t found[N_TAGS];
     if (!c->automatic)

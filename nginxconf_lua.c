@@ -1,4 +1,7 @@
-/* ---- OpenResty's Lua blocks: ngx_http_lua_conf_lua_block_parse ----
+/* libmasteraff: OpenResty's Lua blocks in nginx's configuration, as the
+ * Lua module (lua-nginx-module) reads them: ngx_http_lua_conf_lua_block_parse
+ * and ngx_http_lua_conf_read_lua_token of src/ngx_http_lua_directive.c,
+ * over ngx_http_lua_lex of src/ngx_http_lua_lex.c.
  *
  * The Lua module reads a *_by_lua_block body itself, from just after its
  * '{', with a lexer that searches nginx's buffer for the leftmost of, by
@@ -10,6 +13,11 @@
  * the block's depth; the others are only passed over. This is Lua's syntax
  * as that lexer sees it, not as Lua does ("\z" and a backslash before a
  * newline end no string there), and so it is read here. */
+#define _GNU_SOURCE
+#include "nginxconf_private.h"
+
+#include <stdint.h>
+#include <string.h>
 
 enum lua_kind {
     LUA_NONE,  /* nothing in what the buffer holds */
@@ -193,7 +201,7 @@ static enum lua_kind lua_token(struct lexer *lx, struct lua_lexer *ll)
 
 /* The body of a Lua block, up to the '}' that closes it; what nginx
  * would stop at is a doubt. */
-static bool lua_block(struct ctx *c, struct lexer *lx)
+bool lua_block(struct ctx *c, struct lexer *lx)
 {
     struct lua_lexer ll = {{0, 0}, {0, 0}, NULL};
     unsigned line = lx->line;
@@ -216,7 +224,7 @@ static bool lua_block(struct ctx *c, struct lexer *lx)
     return true;
 }
 
-static bool is_lua_block(const struct directive *d)
+bool is_lua_block(const struct directive *d)
 {
     static const char suffix[] = "_by_lua_block";
     size_t n = d->len[0], s = sizeof suffix - 1;

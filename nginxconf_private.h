@@ -1,3 +1,26 @@
+/* libmasteraff: what the parts of the nginx configuration reader share,
+ * and nothing else uses: the start (early.c) goes through nginxconf.h.
+ *
+ *   nginxconf.c          nginx's reader and the verdict: ma_ngx_predict
+ *   nginxconf_lua.c      the Lua module's reader of *_by_lua_block bodies
+ *   nginxconf_cmdline.c  nginx's command line, and where its conf is
+ *   nginxconf_exe.c      what the executable says: paths, Angie, Tengine
+ *
+ * The parts call one another only through the functions below: nginxconf.c
+ * calls the others, the command line calls the executable's paths, and
+ * they use nginxconf.c's services as nginx's modules use ngx_conf_file.c's:
+ * its reason (fail), its full names (full_name) and, for the Lua reader,
+ * its buffer (refill). */
+#ifndef MASTERAFF_NGINXCONF_PRIVATE_H
+#define MASTERAFF_NGINXCONF_PRIVATE_H
+
+#include "nginxconf.h"
+
+#include <limits.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stddef.h>
+
 /* ngx_conf_read_token reads a file through a buffer of NGX_CONF_BUFFER
  * bytes, and a token (or comment) that does not fit in it is an error. */
 #define NGX_CONF_BUFFER 4096
@@ -59,3 +82,43 @@ struct options {
     const char *not_server; /* why this invocation starts no server */
     char option;            /* the option that said so */
 };
+
+/* nginxconf.c */
+
+/* Says why there is no placement, where the reading stopped; the first
+ * reason wins. Returns false, for "return fail(...)". */
+__attribute__((format(printf, 2, 3))) bool fail(struct ctx *c,
+                                                const char *fmt, ...);
+
+/* Paths as ngx_get_full_name makes them: absolute, or after the prefix. */
+bool full_name(struct ctx *c, const char *prefix, const char *name,
+               char *out, size_t len);
+
+/* Reads on in nginx's buffer, keeping what is from `keep` on. */
+void refill(struct lexer *lx, size_t keep);
+
+/* nginxconf_lua.c */
+
+/* Whether the directive's body is Lua: a name ending in _by_lua_block. */
+bool is_lua_block(const struct directive *d);
+
+/* Reads a Lua block's body after its '{' up to the '}' that closes it. */
+bool lua_block(struct ctx *c, struct lexer *lx);
+
+/* nginxconf_cmdline.c */
+
+/* The options of argv; o->not_server says why it starts no server. */
+void parse_options(int argc, char *const argv[], struct options *o);
+
+/* Fills the configuration file's name and the prefix of its includes. */
+bool locate_conf(struct ctx *c, const struct options *o);
+
+/* nginxconf_exe.c */
+
+/* The compiled-in prefix and configuration file of the executable. */
+bool compiled_paths(struct ctx *c, char *prefix, char *conf);
+
+/* Whether "worker_cpu_affinity auto" is an old Tengine's own rule. */
+bool old_tengine_auto(struct ctx *c);
+
+#endif
