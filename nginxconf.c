@@ -43,27 +43,6 @@ set_reason(struct ma_ngx_prediction *out, const char *fmt, ...)
     va_end(ap);
 }
 
-bool fail(struct ctx *c, const char *fmt, ...)
-{
-    va_list ap;
-    size_t n = 0;
-    if (c->failed)
-        return false;
-    c->failed = true;
-    if (c->file && c->lx && c->lx->bounded)
-        n = (size_t)snprintf(c->out->reason, sizeof c->out->reason, "%s:%u: ",
-                             c->file, c->lx->line);
-    else if (c->file)
-        n = (size_t)snprintf(c->out->reason, sizeof c->out->reason, "%s: ",
-                             c->file);
-    if (n >= sizeof c->out->reason)
-        return false;
-    va_start(ap, fmt);
-    vsnprintf(c->out->reason + n, sizeof c->out->reason - n, fmt, ap);
-    va_end(ap);
-    return false;
-}
-
 /* Adds a name to the list, or "..." once the list is full; room is kept
  * for it. */
 static void note_file(struct ctx *c, const char *name)
@@ -191,19 +170,6 @@ static enum token lex_end_of_input(struct ctx *c, struct lexer *lx,
                                : "unexpected end of parameter, expecting \";\"",
                         0);
     return TOK_EOF;
-}
-
-static size_t min_size(size_t a, size_t b)
-{
-    return a < b ? a : b;
-}
-
-/* nginx's buffer, read on once the reading has reached its end: what is
- * kept from `keep` on moves to its start, and the rest of the buffer is
- * filled from the file. */
-void refill(struct lexer *lx, size_t keep)
-{
-    lx->last = min_size(lx->size, keep + NGX_CONF_BUFFER);
 }
 
 /* The first character of a word, or what comes between words. Returns
@@ -338,16 +304,6 @@ static bool parse_file(struct ctx *c, const char *path);
 static bool is_directive(const struct directive *d, const char *name)
 {
     return strcmp(d->w[0], name) == 0;
-}
-
-/* Paths as ngx_get_full_name makes them: absolute, or after the prefix. */
-bool full_name(struct ctx *c, const char *prefix, const char *name, char *out,
-               size_t len)
-{
-    int n = snprintf(out, len, "%s%s", name[0] == '/' ? "" : prefix, name);
-    if (n < 0 || (size_t)n >= len)
-        return fail(c, "path too long: %.64s...", name);
-    return true;
 }
 
 /* ngx_conf_include: a pattern with * ? [ is a glob (sorted, matching
