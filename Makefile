@@ -19,7 +19,7 @@ LDLIBS = -ldl -pthread
 LIB = libmasteraff.so
 # nginx's configuration reader (nginxconf.h): its tests, test/predict and
 # fuzz/run build it without the rest of the library.
-NGINXCONF_SRC = nginxconf.c nginxconf_cmdline.c nginxconf_exe.c \
+NGINXCONF_SRC = nginxconf.c nginxconf_cmdline.c nginxconf_ctx.c nginxconf_exe.c \
 	nginxconf_lua.c
 NGINXCONF_HDR = nginxconf.h nginxconf_private.h internal.h
 LIB_SRC = shim.c decide.c listener.c state.c config.c memory.c affinity.c \

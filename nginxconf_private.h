@@ -5,12 +5,14 @@
  *   nginxconf_lua.c      the Lua module's reader of *_by_lua_block bodies
  *   nginxconf_cmdline.c  nginx's command line, and where its conf is
  *   nginxconf_exe.c      what the executable says: paths, Angie, Tengine
+ *   nginxconf_ctx.c      what they all lean on: the reason, full names and
+ *                        nginx's read buffer
  *
- * The parts call one another only through the functions below: nginxconf.c
- * calls the others, the command line calls the executable's paths, and
- * they use nginxconf.c's services as nginx's modules use ngx_conf_file.c's:
- * its reason (fail), its full names (full_name) and, for the Lua reader,
- * its buffer (refill). */
+ * The parts call one another only through the functions below, downwards:
+ * nginxconf.c calls the others, the command line calls the executable's
+ * paths, and every part uses nginxconf_ctx.c's services as nginx's modules
+ * use ngx_conf_file.c's: the reason (fail), full names (full_name) and,
+ * for the Lua reader, the buffer (refill). */
 #ifndef MASTERAFF_NGINXCONF_PRIVATE_H
 #define MASTERAFF_NGINXCONF_PRIVATE_H
 
@@ -83,7 +85,7 @@ struct options {
     char option;            /* the option that said so */
 };
 
-/* nginxconf.c */
+/* nginxconf_ctx.c */
 
 /* Says why there is no placement, where the reading stopped; the first
  * reason wins. Returns false, for "return fail(...)". */
