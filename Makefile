@@ -17,9 +17,14 @@ LIB_CFLAGS = $(WARN) -fPIC -fvisibility=hidden -D_FORTIFY_SOURCE=2 $(CFLAGS)
 LDLIBS = -ldl -pthread
 
 LIB = libmasteraff.so
+# nginx's configuration reader (nginxconf.h): its tests, test/predict and
+# fuzz/run build it without the rest of the library.
+NGINXCONF_SRC = nginxconf.c nginxconf_cmdline.c nginxconf_ctx.c nginxconf_exe.c \
+	nginxconf_lua.c
+NGINXCONF_HDR = nginxconf.h nginxconf_private.h internal.h
 LIB_SRC = shim.c decide.c listener.c state.c config.c memory.c affinity.c \
-	nginxconf.c early.c
-LIB_HDR = affinity.h internal.h nginxconf.h state.h
+	$(NGINXCONF_SRC) early.c
+LIB_HDR = affinity.h internal.h nginxconf.h nginxconf_private.h state.h
 
 CMD = masteraff
 # The command, in cmd/: it takes affinity.c from the library's side.
@@ -53,15 +58,16 @@ test/t_%: test/t_%.c affinity.c affinity.h internal.h test/tap.h
 	$(CC) $(TEST_CFLAGS) -o $@ $< affinity.c
 
 # The configuration reader's test links it too (as its asan_ build below).
-test/t_nginxconf: test/t_nginxconf.c nginxconf.c nginxconf.h affinity.c \
-		affinity.h test/tap.h
-	$(CC) $(TEST_CFLAGS) -o $@ $< nginxconf.c affinity.c
+test/t_nginxconf: test/t_nginxconf.c $(NGINXCONF_SRC) $(NGINXCONF_HDR) \
+		affinity.c affinity.h test/tap.h
+	$(CC) $(TEST_CFLAGS) -o $@ $< $(NGINXCONF_SRC) affinity.c
 
 $(TEST_PROGRAMS): test/%: test/%.c affinity.h test/helpers.h
 	$(CC) $(WARN) -g -O1 -pthread -o $@ $< -ldl
 
-test/predict: test/predict.c nginxconf.c nginxconf.h affinity.c affinity.h
-	$(CC) $(TEST_CFLAGS) -o $@ $< nginxconf.c affinity.c
+test/predict: test/predict.c $(NGINXCONF_SRC) $(NGINXCONF_HDR) affinity.c \
+		affinity.h
+	$(CC) $(TEST_CFLAGS) -o $@ $< $(NGINXCONF_SRC) affinity.c
 
 test/blockinit.so: test/blockinit.c
 	$(CC) $(WARN) -g -O1 -fPIC -shared -o $@ $<
@@ -73,9 +79,9 @@ test/slowfork.so: test/slowfork.c
 test/asan_%: test/t_%.c affinity.c affinity.h test/tap.h
 	$(CC) $(TEST_CFLAGS) -fsanitize=address,undefined -fno-sanitize-recover=all -o $@ $< affinity.c
 
-test/asan_nginxconf: test/t_nginxconf.c nginxconf.c nginxconf.h affinity.c \
-		affinity.h test/tap.h
-	$(CC) $(TEST_CFLAGS) -fsanitize=address,undefined -fno-sanitize-recover=all -o $@ $< nginxconf.c affinity.c
+test/asan_nginxconf: test/t_nginxconf.c $(NGINXCONF_SRC) $(NGINXCONF_HDR) \
+		affinity.c affinity.h test/tap.h
+	$(CC) $(TEST_CFLAGS) -fsanitize=address,undefined -fno-sanitize-recover=all -o $@ $< $(NGINXCONF_SRC) affinity.c
 
 # The library and the command cross-built for arm64 in build-arm64/, from a
 # copy of the sources so that the native build is left alone (CI and
