@@ -40,9 +40,17 @@ TEST_CFLAGS = $(WARN) -g -O1 -DSRCDIR=\"$(CURDIR)\" -I.
 
 all: $(LIB) $(CMD)
 
+# A musl build (it needs musl's libc.so, not glibc's libc.so.6) carries an
+# ELF ABI version glibc's loader does not know: preloaded by mistake in a
+# glibc program, it is then ignored, with the loader's one line ("cannot
+# be preloaded (ELF file ABI version invalid): ignored"), where its
+# libc.so would otherwise stop the program from starting. musl's loader
+# does not read that byte.
 $(LIB): $(LIB_SRC) $(LIB_HDR)
 	$(CC) $(CPPFLAGS) $(LIB_CFLAGS) $(LDFLAGS) -shared -Wl,-z,defs -o $@ \
 		$(LIB_SRC) $(LDLIBS)
+	if LC_ALL=C readelf -d $@ | grep -q 'NEEDED.*\[libc\.so\]'; then \
+		printf '\001' | dd of=$@ bs=1 seek=8 conv=notrunc 2>/dev/null; fi
 
 $(CMD): $(CMD_SRC) $(CMD_HDR)
 	$(CC) $(CPPFLAGS) $(WARN) -D_FORTIFY_SOURCE=2 $(CFLAGS) $(LDFLAGS) \

@@ -62,6 +62,13 @@ is "$?" 127 "the glibc build preloaded: a musl nginx does not start (status 127)
 grep -q "^Error relocating $SRCDIR/libmasteraff.so: " <<<"$out"
 ok $? "and musl's loader names the library it could not relocate"
 
+# The musl build in a glibc program (Debian's nginx): glibc's loader
+# ignores it, says so, and the program runs as without it.
+out=$(env LD_PRELOAD="$LIB" /usr/sbin/nginx -v 2>&1)
+is "$?" 0 "the musl build preloaded: a glibc nginx runs (nginx -v)"
+grep -q "object '$LIB' from LD_PRELOAD cannot be preloaded (ELF file ABI version invalid): ignored" <<<"$out"
+ok $? "and glibc's loader says it ignored the library" || sed 's/^/#   /' <<<"$out"
+
 # ---- placement at start, from /proc/self/cmdline ----
 musl_conf "10 01"
 MASTERAFF_LOG=debug start_nginx
