@@ -28,16 +28,7 @@ diag "base images: $((SECONDS - start)) s"
 
 # ---- the image, as shipped ----
 
-start=$SECONDS
-old_image=$(podman image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null)
-podman build -q --pull=never -f "$DOCKERFILE" -t "$IMAGE" "$SRCDIR" >"$T/build.log" 2>&1
-ok $? "podman build --pull=never of examples/docker/Dockerfile as shipped" ||
-    sed 's/^/#   /' "$T/build.log" | tail -20
-# The last run's image, untagged now: its layers stay cached in the build
-# stage's images.
-[ -n "$old_image" ] && [ "$old_image" != "$(podman image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null)" ] &&
-    podman rmi "$old_image" >/dev/null 2>&1
-diag "image build: $((SECONDS - start)) s"
+build_image "$DOCKERFILE" "$IMAGE"
 
 # write_image_conf MASK...: one worker per CPU mask (worker 0 first).
 write_image_conf() {
@@ -80,21 +71,6 @@ stop_clean() {
     ok $? "$1: no [alert] or [emerg] in the log"
 }
 
-# Docker's default seccomp profile allows move_pages and migrate_pages to
-# a container with CAP_SYS_NICE; podman's refuses them always. This is
-# podman's with Docker's rule for those two.
-docker_like_seccomp() {
-    perl -MJSON::PP -e '
-        my $p = JSON::PP->new->decode(do { local $/; <STDIN> });
-        my %nice = map { $_ => 1 } qw(move_pages migrate_pages);
-        for my $s (@{$p->{syscalls}}) {
-            $s->{names} = [grep { !$nice{$_} } @{$s->{names}}];
-        }
-        $p->{syscalls} = [grep { @{$_->{names}} } @{$p->{syscalls}}];
-        push @{$p->{syscalls}}, {names => [sort keys %nice], action => "SCMP_ACT_ALLOW",
-            includes => {caps => ["CAP_SYS_NICE"]}, excludes => {}};
-        print JSON::PP->new->encode($p)' </usr/share/containers/seccomp.json
-}
 docker_like_seccomp >"$T/seccomp.json"
 ok $? "a seccomp profile with Docker's rule for move_pages (podman's otherwise)"
 

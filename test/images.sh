@@ -111,3 +111,33 @@ base_image() {
     fi
     podman tag "$id" "docker.io/library/$name"
 }
+
+# Docker's default seccomp profile allows move_pages and migrate_pages to
+# a container with CAP_SYS_NICE; podman's refuses them always. This is
+# podman's with Docker's rule for those two.
+docker_like_seccomp() {
+    perl -MJSON::PP -e '
+        my $p = JSON::PP->new->decode(do { local $/; <STDIN> });
+        my %nice = map { $_ => 1 } qw(move_pages migrate_pages);
+        for my $s (@{$p->{syscalls}}) {
+            $s->{names} = [grep { !$nice{$_} } @{$s->{names}}];
+        }
+        $p->{syscalls} = [grep { @{$_->{names}} } @{$p->{syscalls}}];
+        push @{$p->{syscalls}}, {names => [sort keys %nice], action => "SCMP_ACT_ALLOW",
+            includes => {caps => ["CAP_SYS_NICE"]}, excludes => {}};
+        print JSON::PP->new->encode($p)' </usr/share/containers/seccomp.json
+}
+
+# build_image FILE TAG: podman build of FILE as shipped, from the
+# repository, tagged TAG. The last run's image, untagged then, is removed:
+# its layers stay cached in the build stage's images.
+build_image() {
+    local start=$SECONDS old
+    old=$(podman image inspect -f '{{.Id}}' "$2" 2>/dev/null)
+    podman build -q --pull=never -f "$1" -t "$2" "$SRCDIR" >"$T/build.log" 2>&1
+    ok $? "podman build --pull=never of ${1#"$SRCDIR"/} as shipped" ||
+        sed 's/^/#   /' "$T/build.log" | tail -20
+    [ -n "$old" ] && [ "$old" != "$(podman image inspect -f '{{.Id}}' "$2" 2>/dev/null)" ] &&
+        podman rmi "$old" >/dev/null 2>&1
+    diag "build of ${1#"$SRCDIR"/}: $((SECONDS - start)) s"
+}
