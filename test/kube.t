@@ -29,6 +29,7 @@ INJECTOR=localhost/masteraff-injector:0.1.0
 
 . "$SRCDIR/test/images.sh"
 
+podman kube play --help >/dev/null 2>&1 || skip_all "this podman has no kube play"
 python3 -c 'import yaml' 2>/dev/null || skip_all "no python3-yaml (test/kube-manifest)"
 [ -x "$SRCDIR/masteraff" ] || { echo "Bail out! $SRCDIR/masteraff is not built"; exit 1; }
 musl_nginx=$("$SRCDIR/test/musl-nginx")
