@@ -45,9 +45,17 @@ TEST_CFLAGS = $(WARN) -g -O1 -DSRCDIR=\"$(CURDIR)\" -I.
 
 all: $(LIB) $(CMD)
 
+# A musl build (it needs musl's libc.so, not glibc's libc.so.6) carries an
+# ELF ABI version glibc's loader does not know: preloaded by mistake in a
+# glibc program, it is then ignored, with the loader's one line ("cannot
+# be preloaded (ELF file ABI version invalid): ignored"), where its
+# libc.so would otherwise stop the program from starting. musl's loader
+# does not read that byte.
 $(LIB): $(LIB_SRC) $(LIB_HDR)
 	$(CC) $(CPPFLAGS) $(LIB_CFLAGS) $(LDFLAGS) -shared -Wl,-z,defs -o $@ \
 		$(LIB_SRC) $(LDLIBS)
+	if LC_ALL=C readelf -d $@ | grep -q 'NEEDED.*\[libc\.so\]'; then \
+		printf '\001' | dd of=$@ bs=1 seek=8 conv=notrunc 2>/dev/null; fi
 
 $(CMD): $(CMD_SRC) $(CMD_HDR)
 	$(CC) $(CPPFLAGS) $(WARN) -D_FORTIFY_SOURCE=2 $(CFLAGS) $(LDFLAGS) \
@@ -105,6 +113,37 @@ musl:
 	$(MAKE) -C build-musl CC=$(MUSL_CC) LIBDIR=$(PREFIX)/lib \
 		PREFIX=$(PREFIX) $(LIB) $(CMD)
 
+# What the Kubernetes injector image (examples/kubernetes/Containerfile)
+# copies into a pod, in build-injector/: the library and libnuma.so.1 for
+# glibc and for musl (glibc/, musl/), and the command linked statically
+# against musl (bin/), which runs in an image of either libc. Debian has
+# no musl libnuma: it is built from numactl's source, unpacked in
+# NUMACTL_SRC (apt-get source numactl), with the kernel's headers, which
+# musl-gcc does not look for by itself.
+INJECTOR = build-injector
+NUMACTL_SRC ?= $(error NUMACTL_SRC: the unpacked source of numactl (apt-get source numactl))
+NUMA_GLIBC = /usr/lib/$(DEB_HOST_MULTIARCH)/libnuma.so.1
+injector: $(LIB) musl
+	rm -rf $(INJECTOR)
+	mkdir -p $(INJECTOR)/glibc $(INJECTOR)/musl $(INJECTOR)/bin \
+		$(INJECTOR)/cmd $(INJECTOR)/numa-include
+	cp $(LIB) $(INJECTOR)/glibc/
+	cp -L $(NUMA_GLIBC) $(INJECTOR)/glibc/libnuma.so.1
+	cp build-musl/$(LIB) $(INJECTOR)/musl/
+	cp -p --parents $(ARM64_SRC) $(INJECTOR)/cmd/
+	$(MAKE) -C $(INJECTOR)/cmd CC=$(MUSL_CC) LDFLAGS=-static \
+		LIBDIR=/masteraff/musl $(CMD)
+	cp $(INJECTOR)/cmd/$(CMD) $(INJECTOR)/bin/
+	ln -s /usr/include/linux /usr/include/asm-generic \
+		/usr/include/$(DEB_HOST_MULTIARCH)/asm $(INJECTOR)/numa-include/
+	: >$(INJECTOR)/numa-include/config.h
+	cd $(NUMACTL_SRC) && $(MUSL_CC) -O2 -fPIC -shared \
+		-I$(CURDIR)/$(INJECTOR)/numa-include -Wl,-soname,libnuma.so.1 \
+		-Wl,--version-script,versions.ldscript -Wl,-init,numa_init \
+		-Wl,-fini,numa_fini -o $(CURDIR)/$(INJECTOR)/musl/libnuma.so.1 \
+		libnuma.c syscall.c distance.c affinity.c sysfs.c rtnetlink.c
+	rm -rf $(INJECTOR)/cmd $(INJECTOR)/numa-include
+
 # What the tests need on Debian 12 (CI runs this as root). The arm64 ones:
 # the cross compiler, libc6-dev:arm64 for dpkg-buildpackage -a arm64
 # (dpkg-shlibdeps reads libc6:arm64's symbols), qemu for the arm64 guests
@@ -112,13 +151,15 @@ musl:
 # are downloaded by test/vm/prepare, never installed. wrk for
 # scripts/crosschip in the guests. musl-tools for make musl and a musl
 # nginx (test/musl.t). podman (runc: crun refuses a mixed cgroup setup)
-# and debootstrap build and run examples/docker/Dockerfile (test/image.t).
+# and debootstrap build and run examples/docker/Dockerfile (test/image.t),
+# and the Kubernetes manifests (test/kube.t: python3-yaml for
+# test/kube-manifest).
 TEST_DEPS = build-essential clang nginx-light curl procps psmisc numactl \
 	libnuma1 valgrind qemu-system-x86 busybox-static cpio xz-utils groff-base \
 	debhelper lintian uwsgi-core libclang-rt-14-dev bash-completion python3 \
 	wrk crossbuild-essential-arm64 libc6-dev:arm64 qemu-system-arm \
 	qemu-efi-aarch64 musl-tools libnginx-mod-http-lua libnginx-mod-http-ndk \
-	podman runc debootstrap uidmap slirp4netns fuse-overlayfs
+	podman runc debootstrap uidmap slirp4netns fuse-overlayfs python3-yaml
 
 deps:
 	dpkg --add-architecture arm64
@@ -171,6 +212,6 @@ deb:
 
 clean:
 	rm -f $(LIB) $(CMD) $(UNIT_TESTS) $(ASAN_TESTS) $(TEST_HELPERS)
-	rm -rf build-arm64 build-musl
+	rm -rf build-arm64 build-musl $(INJECTOR)
 
-.PHONY: all deps man-check check install demo fuzz deb clean arm64 musl
+.PHONY: all deps man-check check install demo fuzz deb clean arm64 musl injector

@@ -9,13 +9,16 @@
  * the kernel then fails the read where a load of ours would fault.
  *
  * libnuma is opened with dlopen() in a master that migrates, so no other
- * process pays for it. */
+ * process pays for it: the system's, else a copy in the library's own
+ * directory (an image without libnuma, the library and the copy put there
+ * by a Kubernetes init container). */
 #define _GNU_SOURCE
 #include "internal.h"
 
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -39,6 +42,7 @@
 static struct {
     bool tried;
     const char *error; /* why libnuma cannot be used, or NULL */
+    bool beside;       /* the copy beside the library was opened */
     int (*available)(void);
     int (*max_node)(void);
     long (*move_pages)(int pid, unsigned long count, void **pages,
@@ -60,15 +64,45 @@ struct moved {
                     without CAP_SYS_NICE) */
 };
 
+/* DIR/libnuma.so.1, DIR the library's own directory as the loader
+ * recorded it; empty when the library was found without a directory. */
+static char numa_beside[PATH_MAX];
+static char numa_missing[PATH_MAX + 64];
+
+void ma_memory_locate_numa(void)
+{
+    Dl_info self;
+    const char *slash;
+    if (!dladdr((void *)ma_memory_locate_numa, &self) || !self.dli_fname)
+        return;
+    slash = strrchr(self.dli_fname, '/');
+    if (slash)
+        snprintf(numa_beside, sizeof numa_beside, "%.*s/libnuma.so.1",
+                 (int)(slash - self.dli_fname), self.dli_fname);
+}
+
+static void *open_numa(void)
+{
+    void *h = dlopen("libnuma.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (h || !numa_beside[0])
+        return h;
+    h = dlopen(numa_beside, RTLD_NOW | RTLD_LOCAL);
+    numa.beside = h != NULL;
+    return h;
+}
+
 static bool load_numa(void)
 {
     void *h;
     if (numa.tried)
         return numa.error == NULL;
     numa.tried = true;
-    h = dlopen("libnuma.so.1", RTLD_NOW | RTLD_LOCAL);
+    h = open_numa();
     if (!h) {
-        numa.error = "libnuma.so.1 not found";
+        snprintf(numa_missing, sizeof numa_missing,
+                 "libnuma.so.1 not found%s%s", numa_beside[0] ? ", nor " : "",
+                 numa_beside);
+        numa.error = numa_missing;
         return false;
     }
     numa.available = (int (*)(void))dlsym(h, "numa_available");
@@ -364,8 +398,10 @@ const char *ma_memory_follow(const cpu_set_t *leader)
                  strerror(m.refused));
         return text;
     }
-    snprintf(text, sizeof text, "moved %lu pages to node %d in %lluus", m.moved,
-             node, (unsigned long long)elapsed_us(&t0));
+    snprintf(text, sizeof text, "moved %lu pages to node %d in %lluus%s%s%s",
+             m.moved, node, (unsigned long long)elapsed_us(&t0),
+             numa.beside ? " (with " : "", numa.beside ? numa_beside : "",
+             numa.beside ? ", beside the library)" : "");
     if (m.left)
         snprintf(text + strlen(text), sizeof text - strlen(text),
                  "; %lu pages stay elsewhere%s", m.left,

@@ -70,6 +70,8 @@ static void load_target(void)
         return;
     }
     ma_config_load();
+    if (ma_cfg.active && ma_cfg.migrate)
+        ma_memory_locate_numa();
 }
 
 static void load(void)

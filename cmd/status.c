@@ -81,6 +81,21 @@ static void print_table(const struct table *t)
 
 /* ---- output ---- */
 
+/* Which libnuma the library opened: the system's, or the copy in its own
+ * directory (an image without libnuma). */
+static void print_numa(const struct library *lib)
+{
+    const char *slash = strrchr(lib->path, '/');
+    size_t dir = slash ? (size_t)(slash - lib->path) + 1 : 0;
+    if (!lib->numa)
+        printf("libnuma: not loaded (no memory moved yet, or none found)\n");
+    else if (dir && strncmp(lib->numa, lib->path, dir) == 0 &&
+             !strchr(lib->numa + dir, '/'))
+        printf("libnuma: %s, beside the library\n", lib->numa);
+    else
+        printf("libnuma: %s, the system's\n", lib->numa);
+}
+
 static void print_library(const struct library *lib)
 {
     const char *sep = "";
@@ -88,6 +103,8 @@ static void print_library(const struct library *lib)
         printf("library: cannot tell (%s)\n", strerror(lib->maps_error));
     else
         printf("library: %s\n", lib->path ? lib->path : "not loaded");
+    if (lib->path)
+        print_numa(lib);
     printf("settings: ");
     for (int var = 0; var < N_VARS; var++)
         if (lib->value[var]) {

@@ -52,6 +52,8 @@ extern const char *const var_names[N_VARS];
 struct library {
     int maps_error; /* errno when /proc/PID/maps cannot be read, else 0 */
     char *path;     /* libmasteraff mapped in the master; NULL: none */
+    char *numa;     /* the libnuma mapped there, the system's or the copy
+                       beside the library; NULL: none */
     char *value[N_VARS]; /* as the master's environment set them; NULL: unset */
     const char *settings_from; /* "environ", "memory"; NULL: not readable */
     int settings_error;        /* why not */

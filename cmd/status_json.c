@@ -112,6 +112,11 @@ static void json_library(const struct library *lib)
         json_string(lib->path);
     else
         fputs("null", stdout);
+    printf(",\"libnuma\":");
+    if (lib->numa)
+        json_string(lib->numa);
+    else
+        fputs("null", stdout);
     printf(",\"settings_from\":");
     json_string(lib->settings_from ? lib->settings_from : "defaults");
     printf(",\"settings\":{");

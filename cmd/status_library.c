@@ -47,7 +47,14 @@ static bool is_library_path(const char *path)
            (base[len] == '\0' || base[len] == '.' || base[len] == ' ');
 }
 
-/* The path of the first mapping of libmasteraff in pid's maps. */
+static bool is_numa_path(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return strncmp(slash ? slash + 1 : path, "libnuma.so", 10) == 0;
+}
+
+/* The paths of the first mappings of libmasteraff and libnuma in pid's
+ * maps. */
 static void find_mapping(pid_t pid, struct library *lib)
 {
     char path[64], *line = NULL;
@@ -59,13 +66,15 @@ static void find_mapping(pid_t pid, struct library *lib)
         lib->maps_error = errno;
         return;
     }
-    while (!lib->path && getline(&line, &cap, f) > 0) {
+    while (!(lib->path && lib->numa) && getline(&line, &cap, f) > 0) {
         char *file = strchr(line, '/');
         if (!file)
             continue;
         file[strcspn(file, "\n")] = '\0';
-        if (is_library_path(file))
+        if (!lib->path && is_library_path(file))
             lib->path = xstrdup(file);
+        else if (!lib->numa && is_numa_path(file))
+            lib->numa = xstrdup(file);
     }
     free(line);
     fclose(f);

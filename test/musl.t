@@ -62,6 +62,13 @@ is "$?" 127 "the glibc build preloaded: a musl nginx does not start (status 127)
 grep -q "^Error relocating $SRCDIR/libmasteraff.so: " <<<"$out"
 ok $? "and musl's loader names the library it could not relocate"
 
+# The musl build in a glibc program (Debian's nginx): glibc's loader
+# ignores it, says so, and the program runs as without it.
+out=$(env LD_PRELOAD="$LIB" /usr/sbin/nginx -v 2>&1)
+is "$?" 0 "the musl build preloaded: a glibc nginx runs (nginx -v)"
+grep -q "object '$LIB' from LD_PRELOAD cannot be preloaded (ELF file ABI version invalid): ignored" <<<"$out"
+ok $? "and glibc's loader says it ignored the library" || sed 's/^/#   /' <<<"$out"
+
 # ---- placement at start, from /proc/self/cmdline ----
 musl_conf "10 01"
 MASTERAFF_LOG=debug start_nginx
@@ -72,8 +79,8 @@ ok $? "the constructor knows the command line: it read the configuration given b
 lib_stderr | grep -q "\[debug\] .*masteraff: master [0-9]* placed at start on CPUs 1 (package 1)"
 ok $? "the master is placed at start, before main()"
 wait_for "lib_err | grep -q 'placed there at start'"
-said "\[notice\] .*masteraff: master $m stays on CPUs 1 (package 1), placed there at start for worker $w0 on CPU 1, confirmed [0-9]*ms after the start; memory not moved to node 0 (libnuma.so.1 not found)" \
-    "error.log: worker 0 confirms the placement (through fork and the daemon's setsid); libnuma's absence is said"
+said "\[notice\] .*masteraff: master $m stays on CPUs 1 (package 1), placed there at start for worker $w0 on CPU 1, confirmed [0-9]*ms after the start; memory not moved to node 0 (libnuma.so.1 not found, nor $SRCDIR/build-musl/libnuma.so.1)" \
+    "error.log: worker 0 confirms the placement (through fork and the daemon's setsid); libnuma's absence, here and beside the library, is said"
 is "$(cpus_of "$m")" 1 "the master is on CPU 1"
 serves
 ok $? "nginx serves"
@@ -131,6 +138,20 @@ wait_pinned_workers
 wait_for "lib_err | grep -q 'placed there at start'"
 said "\[notice\] .*masteraff: master $m stays on CPUs 1 (package 1), placed there at start for worker $w0 on CPU 1, confirmed [0-9]*ms after the start; moved [0-9]* pages to node 0" \
     "with libnuma.so.1 in LD_LIBRARY_PATH: the library opens it with musl's dlopen and moves the master's pages"
+stop_nginx
+
+# ---- libnuma beside the library, as a Kubernetes init container puts it ----
+# No libnuma where musl's loader looks: the copy in the library's own
+# directory is opened, and the line names it.
+cp "$LIB" "$T/numa/"
+: >"$T/error.log"
+LIB=$T/numa/libmasteraff.so start_nginx
+wait_pinned_workers
+wait_for "lib_err | grep -q 'placed there at start'"
+said "\[notice\] .*masteraff: master $m stays on CPUs 1 (package 1), placed there at start for worker $w0 on CPU 1, confirmed [0-9]*ms after the start; moved [0-9]* pages to node 0 in [0-9]*us (with $T/numa/libnuma.so.1, beside the library)" \
+    "libnuma only beside the library: that copy is opened, and the line says so"
+grep -q "$T/numa/libnuma.so.1" "/proc/$m/maps"
+ok $? "the master maps the copy beside the library"
 stop_nginx
 
 # ---- the interposed calls keep errno, as with glibc (test/errnos.c) ----

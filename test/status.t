@@ -43,6 +43,10 @@ grep -qx "ok: master shares package 1 with worker 0 (pid $w0); master's memory: 
 ok $? "without --sysfs, status judges under the master's own MASTERAFF_SYSFS: ok"
 grep -qx "library: $(readlink -f "$LIB")" "$T/status"
 ok $? "it names the library loaded in the master"
+wait_for "grep -q libnuma /proc/$m/maps"
+"$MA" status "$T/nginx.pid" >"$T/status"
+grep -qx "libnuma: .*/libnuma.so.1[.0-9]*, the system's" "$T/status"
+ok $? "and the libnuma it opened, the system's" || sed 's/^/#   /' "$T/status"
 grep -q "^settings: MASTERAFF_SYSFS=$T/sys " "$T/status"
 ok $? "and the settings nginx keeps after writing its title over its environment"
 
