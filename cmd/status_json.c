@@ -6,8 +6,7 @@
 
 #include <string.h>
 
-/* The length of the UTF-8 sequence at s, or 0 when it is not one. */
-static size_t utf8_length(const unsigned char *s)
+size_t utf8_length(const unsigned char *s)
 {
     size_t len = s[0] >= 0xf0 && s[0] <= 0xf4   ? 4
                  : s[0] >= 0xe0                 ? 3
