@@ -9,11 +9,12 @@
 # debootstrap's output is cached as a tarball in
 # ${MASTERAFF_TEST_CACHE:-/var/cache/masteraff-test}/images.
 . "$(dirname "$0")/lib.sh"
+. "$SRCDIR/test/debian.sh"
 PORT=18415
 DOCKERFILE=$SRCDIR/examples/docker/Dockerfile
 CACHE=${MASTERAFF_TEST_CACHE:-/var/cache/masteraff-test}/images
 IMAGE=localhost/masteraff-test/nginx-masteraff:latest
-SUITE=bookworm
+IMAGE_TRIXIE=localhost/masteraff-test/nginx-masteraff:trixie
 
 [ "$(id -u)" = 0 ] || skip_all "not root (podman's store, debootstrap)"
 for p in podman runc debootstrap; do
@@ -39,13 +40,6 @@ runtime = "runc"
 CONF
 export CONTAINERS_CONF=$T/containers.conf
 
-# The machine's Debian mirror, from deb822 or one-line sources.
-apt_mirror() {
-    { awk '/^URIs:/ {print $2}' /etc/apt/sources.list.d/*.sources 2>/dev/null
-      awk '$1 == "deb" {for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) {print $i; break}}' \
-          /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null
-    } | grep -v -- -security | head -1
-}
 MIRROR=$(apt_mirror)
 [ -n "$MIRROR" ] || skip_all "no Debian mirror in /etc/apt's sources"
 
@@ -57,21 +51,6 @@ podman run --rm --network none --rootfs "$T/tiny" /true >/dev/null 2>"$T/err" ||
     skip_all "podman cannot run a container here: $(tail -1 "$T/err")"
 
 # ---- base images ----
-
-# minbase_tarball KEY: debootstrap's minbase of SUITE from MIRROR, as a
-# tarball in the cache under KEY, the hash of its recipe (made once).
-minbase_tarball() {
-    local tar=$CACHE/minbase-$SUITE-$1.tar dir=$T/minbase
-    if [ ! -s "$tar" ]; then
-        mkdir -p "$CACHE"
-        debootstrap --variant=minbase "$SUITE" "$dir" "$MIRROR" >"$T/debootstrap.log" 2>&1 || {
-            sed 's/^/#   /' "$T/debootstrap.log" | tail -20 >&2; return 1; }
-        rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/*
-        tar -C "$dir" -c . >"$tar.tmp" && mv "$tar.tmp" "$tar"
-        rm -rf "$dir"
-    fi
-    echo "$tar"
-}
 
 # The stand-in for the official nginx image: what the Dockerfile relies
 # on (Debian bookworm, apt, nginx in /usr/sbin, the error log on stderr,
@@ -111,7 +90,7 @@ base_image() {
         sha256sum | cut -c1-16)
     local id=localhost/masteraff-test/base-${name//[:\/]/-}:$hash
     if ! podman image exists "$id"; then
-        tar=$(minbase_tarball "$( { declare -f minbase_tarball; echo "$MIRROR"; } | sha256sum | cut -c1-12)") ||
+        tar=$(minbase_tarball "$(minbase_key)") ||
             return 1
         dir=$T/base; rm -rf "$dir"; mkdir -p "$dir"
         tar -C "$dir" -xf "$tar" || return 1
@@ -126,25 +105,33 @@ base_image() {
     podman tag "$id" "docker.io/library/$name"
 }
 
-start=$SECONDS
-base_image debian:bookworm
-ok $? "base image debian:bookworm (debootstrap minbase from $MIRROR)"
-base_image nginx:stable-bookworm nginx_tree
-ok $? "base image nginx:stable-bookworm (minbase + nginx-light, the official image's conventions)"
-diag "base images: $((SECONDS - start)) s"
+# base_images SUITE: debian:SUITE and nginx:stable-SUITE.
+base_images() {
+    local start=$SECONDS
+    SUITE=$1
+    base_image "debian:$SUITE"
+    ok $? "base image debian:$SUITE (debootstrap minbase from $MIRROR)"
+    base_image "nginx:stable-$SUITE" nginx_tree
+    ok $? "base image nginx:stable-$SUITE (minbase + nginx-light, the official image's conventions)"
+    diag "base images of $SUITE: $((SECONDS - start)) s"
+}
 
-# ---- the image, as shipped ----
+# build_image TAG [BUILD-ARG...]: examples/docker/Dockerfile as shipped,
+# built as TAG; the last run's image of that tag removed when it is
+# replaced (its layers stay cached in the build stage's images).
+build_image() {
+    local tag=$1 start=$SECONDS old_image; shift
+    old_image=$(podman image inspect -f '{{.Id}}' "$tag" 2>/dev/null)
+    podman build -q --pull=never "$@" -f "$DOCKERFILE" -t "$tag" "$SRCDIR" >"$T/build.log" 2>&1
+    ok $? "podman build --pull=never of examples/docker/Dockerfile as shipped${*:+ ($*)}" ||
+        sed 's/^/#   /' "$T/build.log" | tail -20
+    [ -n "$old_image" ] && [ "$old_image" != "$(podman image inspect -f '{{.Id}}' "$tag" 2>/dev/null)" ] &&
+        podman rmi "$old_image" >/dev/null 2>&1
+    diag "image build: $((SECONDS - start)) s"
+}
 
-start=$SECONDS
-old_image=$(podman image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null)
-podman build -q --pull=never -f "$DOCKERFILE" -t "$IMAGE" "$SRCDIR" >"$T/build.log" 2>&1
-ok $? "podman build --pull=never of examples/docker/Dockerfile as shipped" ||
-    sed 's/^/#   /' "$T/build.log" | tail -20
-# The last run's image, untagged now: its layers stay cached in the build
-# stage's images.
-[ -n "$old_image" ] && [ "$old_image" != "$(podman image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null)" ] &&
-    podman rmi "$old_image" >/dev/null 2>&1
-diag "image build: $((SECONDS - start)) s"
+base_images bookworm
+build_image "$IMAGE"
 
 # write_image_conf MASK...: one worker per CPU mask (worker 0 first).
 write_image_conf() {
@@ -166,7 +153,7 @@ run_image() {
     local name=masteraff-test-$1-$$; shift
     containers+=("$name")
     podman run -d --name "$name" -p "127.0.0.1:$PORT:80" \
-        -v "$T/nginx.conf:/etc/nginx/nginx.conf:ro" "$@" "$IMAGE" >/dev/null 2>"$T/run.err" ||
+        -v "$T/nginx.conf:/etc/nginx/nginx.conf:ro" "$@" "${RUN_IMAGE:-$IMAGE}" >/dev/null 2>"$T/run.err" ||
         { sed 's/^/#   /' "$T/run.err"; return 1; }
     C=$name
     # grep without -q reads all: podman logs must not die of SIGPIPE.
@@ -284,5 +271,29 @@ ok $? "status --check exits 0, two packages" || sed 's/^/#   /' "$T/status"
 grep -q "package 1" "$T/status"
 ok $? "status reads the fake tree (package 1)" || sed 's/^/#   /' "$T/status"
 stop_clean "two packages"
+
+# ---- Debian 13 (trixie): the same file, both stages on trixie ----
+
+# Its essential checks: it serves, logs its line (placed at start on the
+# two-package tree), status --check passes inside, it stops cleanly.
+base_images trixie
+build_image "$IMAGE_TRIXIE" --build-arg DEBIAN_RELEASE=trixie --build-arg NGINX_IMAGE=nginx:stable-trixie
+RUN_IMAGE=$IMAGE_TRIXIE
+podman run --rm --network none "$RUN_IMAGE" sh -c '. /etc/os-release && echo "$VERSION_CODENAME $(nginx -v 2>&1)"' >"$T/version" 2>&1
+diag "$(cat "$T/version")"
+grep -Eq '^trixie nginx version: nginx/1\.2[6-9]' "$T/version"
+ok $? "the trixie image runs Debian 13's nginx (1.26 or later)"
+write_image_conf 10 01
+run_image trixie -v "$T/sys:/masteraff-sys:ro" -e MASTERAFF_SYSFS=/masteraff-sys \
+    --cap-add SYS_NICE --security-opt "seccomp=$T/seccomp.json"
+ok $? "trixie: the container starts and logs its masteraff: line"
+diag "$(line_of)"
+line_of | grep -Eq ': master 1 stays on CPUs 1 \(package 1\), placed there at start for worker [0-9]+ on CPU 1, confirmed.*; moved [0-9]+ pages to node 0'
+ok $? "trixie: placed at start on package 1 with worker 0, confirmed, pages moved"
+curl -sf "http://127.0.0.1:$PORT/" | grep -q hello
+ok $? "trixie: it serves on the published port"
+podman exec -e MASTERAFF_SYSFS=/masteraff-sys "$C" masteraff status --check >"$T/status" 2>&1
+ok $? "trixie: status --check exits 0 inside" || sed 's/^/#   /' "$T/status"
+stop_clean "trixie"
 
 done_testing
