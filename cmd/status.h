@@ -96,8 +96,11 @@ void mark_pinned(struct table *t, const cpu_set_t *original);
 void judge(const struct table *t, const struct library *lib,
            enum ma_scope scope, const cpu_set_t *original, struct verdict *v);
 
-/* The length of the UTF-8 sequence at s, or 0 when it is not one. */
-size_t utf8_length(const unsigned char *s);
+/* Writes text to f: each ASCII byte through ascii(), which escapes it as
+ * the format wants, UTF-8 sequences as they are, and every other byte (a
+ * process title may hold anything) as replacement, U+FFFD in the format. */
+void put_utf8(FILE *f, const char *text, void (*ascii)(FILE *, int),
+              const char *replacement);
 
 /* The whole status as one JSON object on stdout. */
 void print_json(const struct table *t, const struct library *lib,

@@ -24,28 +24,22 @@ static void metric(FILE *f, const char *name, const char *help)
     fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
 }
 
+static void label_ascii(FILE *f, int c)
+{
+    if (c == '"' || c == '\\')
+        fprintf(f, "\\%c", c);
+    else if (c == '\n')
+        fputs("\\n", f);
+    else
+        putc(c, f);
+}
+
 /* A label's value: backslash, double quote and newline escaped, as the
  * format wants; bytes that are not UTF-8 become U+FFFD. */
 static void label_value(FILE *f, const char *text)
 {
-    const unsigned char *s = (const unsigned char *)text;
     putc('"', f);
-    while (*s) {
-        size_t len;
-        if (*s == '"' || *s == '\\')
-            fprintf(f, "\\%c", *s++);
-        else if (*s == '\n')
-            fputs("\\n", f), s++;
-        else if (*s < 0x80)
-            putc(*s++, f);
-        else if ((len = utf8_length(s)) > 0) {
-            fwrite(s, 1, len, f);
-            s += len;
-        } else {
-            fputs("\xef\xbf\xbd", f);
-            s++;
-        }
-    }
+    put_utf8(f, text, label_ascii, "\xef\xbf\xbd");
     putc('"', f);
 }
 

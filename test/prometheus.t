@@ -114,11 +114,14 @@ is "$(ls -A "$T/textfiles" | tr '\n' ' ')" "masteraff.prom nginx-main.prom " "no
 
 # ---- the library not loaded: critical ----
 
+# A setting that needs escaping, and a byte that is not UTF-8.
 stop_nginx
-start_nginx_without
+MASTERAFF_SCOPE=$'a"b\\c\xff' start_nginx_without
 wait_workers
 "$CMD" status --prometheus "$T/nginx.pid" >"$T/prom"
 check_metrics "$T/prom" "without the library"
+grep -qF 'scope="a\"b\\c'$'\xef\xbf\xbd''"' "$T/prom"
+ok $? "a label's quote and backslash escaped, a stray byte as U+FFFD" || grep library_info "$T/prom" | sed 's/^/#   /'
 is "$(sample "$T/prom" masteraff_library_loaded) $(sample "$T/prom" 'masteraff_verdict{verdict="critical"}') $(sample "$T/prom" masteraff_verdict_code)" \
     "0 1 2" "without the library: masteraff_library_loaded 0, verdict critical (code 2)"
 
