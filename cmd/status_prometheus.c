@@ -220,13 +220,14 @@ static void close_exposition(FILE *f)
         out_of_memory();
 }
 
-/* What a failure leaves: the master is down, the reason a comment. */
+/* What a failure leaves: the master is down, the reason a comment (its
+ * values are shortened already, with no line break). */
 static void report_failure(const char *message)
 {
     char *text;
     size_t len;
     FILE *f = exposition(&text, &len);
-    fprintf(f, "# %s: %s\n", me, shortened(message));
+    fprintf(f, "# %s: %s\n", me, message);
     up_sample(f, false);
     verdict_samples(f, LEVEL_UNKNOWN);
     close_exposition(f);

@@ -78,6 +78,8 @@ want="$SYSLIB
 /usr/share/doc/$PKG/copyright
 /usr/share/doc/$PKG/changelog.Debian.gz
 $EXAMPLES/systemd/masteraff.conf
+$EXAMPLES/systemd/masteraff-textfile.service
+$EXAMPLES/systemd/masteraff-textfile.timer
 $EXAMPLES/docker/Dockerfile
 $EXAMPLES/docker/Dockerfile.alpine"
 dpkg-deb -c "$deb" | awk '$1 !~ /^d/ {sub(/^\./, "", $6); print $6}' | sort >"$T/contents"
