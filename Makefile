@@ -30,6 +30,7 @@ CMD = masteraff
 # The command, in cmd/: it takes affinity.c from the library's side.
 CMD_SRC = cmd/main.c cmd/cli.c cmd/run.c cmd/status.c cmd/status_procs.c \
 	cmd/status_library.c cmd/status_verdict.c cmd/status_json.c \
+	cmd/status_prometheus.c \
 	cmd/topology.c cmd/pages.c affinity.c
 CMD_HDR = cmd/cli.h cmd/status.h cmd/pages.h affinity.h internal.h
 MANPAGES = man/masteraff.1 man/libmasteraff.7
@@ -152,14 +153,16 @@ injector: $(LIB) musl
 # scripts/crosschip in the guests. musl-tools for make musl and a musl
 # nginx (test/musl.t). podman (runc: crun refuses a mixed cgroup setup)
 # and debootstrap build and run examples/docker/Dockerfile (test/image.t),
-# and the Kubernetes manifests (test/kube.t: python3-yaml for
-# test/kube-manifest).
+# make the Debian 13 chroot (test/package-trixie.t) and run the Kubernetes
+# manifests (test/kube.t: python3-yaml for test/kube-manifest). prometheus
+# for promtool, which checks status --prometheus (test/prometheus.t).
 TEST_DEPS = build-essential clang nginx-light curl procps psmisc numactl \
 	libnuma1 valgrind qemu-system-x86 busybox-static cpio xz-utils groff-base \
 	debhelper lintian uwsgi-core libclang-rt-14-dev bash-completion python3 \
 	wrk crossbuild-essential-arm64 libc6-dev:arm64 qemu-system-arm \
 	qemu-efi-aarch64 musl-tools libnginx-mod-http-lua libnginx-mod-http-ndk \
-	podman runc debootstrap uidmap slirp4netns fuse-overlayfs python3-yaml
+	podman runc debootstrap uidmap slirp4netns fuse-overlayfs python3-yaml \
+	prometheus
 
 deps:
 	dpkg --add-architecture arm64

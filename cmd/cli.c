@@ -13,6 +13,20 @@ const char *me = "masteraff";
 
 bool plugin_mode;
 
+void (*failure_report)(const char *message);
+
+/* Hands the failure's text to failure_report, once: it may fail itself. */
+static void report_failure(const char *fmt, va_list ap)
+{
+    void (*report)(const char *) = failure_report;
+    char *message;
+    failure_report = NULL;
+    if (vasprintf(&message, fmt, ap) < 0)
+        return;
+    report(message);
+    free(message);
+}
+
 _Noreturn void fail(int status, const char *fmt, ...)
 {
     va_list ap;
@@ -30,6 +44,11 @@ _Noreturn void fail(int status, const char *fmt, ...)
     fputc('\n', stderr);
     if (status == EXIT_USAGE)
         fprintf(stderr, "Try 'masteraff --help' for more information.\n");
+    else if (failure_report) {
+        va_start(ap, fmt);
+        report_failure(fmt, ap);
+        va_end(ap);
+    }
     exit(status);
 }
 

@@ -14,6 +14,8 @@
 
 #define LIBRARY_NAME "libmasteraff.so"
 #define DEFAULT_PIDFILE "/run/nginx.pid"
+/* Where Debian's prometheus-node-exporter reads its textfiles. */
+#define DEFAULT_TEXTFILE_DIR "/var/lib/prometheus/node-exporter"
 
 /* As env(1) and the shell: 126 found but cannot run, 127 not found. */
 enum {
@@ -33,6 +35,8 @@ enum {
     OPT_LIBRARY,
     OPT_JSON,
     OPT_CHECK,
+    OPT_PROMETHEUS,
+    OPT_TEXTFILE,
 };
 
 /* Exit status of a monitoring plugin that cannot tell (status --check). */
@@ -46,6 +50,10 @@ extern const char *me;
 /* Set by status --check: every failure is then the plugin line
  * "MASTERAFF UNKNOWN - ..." on stdout and exit status 3. */
 extern bool plugin_mode;
+
+/* Set by status --prometheus and --textfile: says a runtime failure in
+ * that format too, before fail() exits. */
+extern void (*failure_report)(const char *message);
 
 _Noreturn void fail(int status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -8,7 +8,8 @@
 
 const char usage_text[] =
     "Usage: masteraff [OPTION]... [--] COMMAND [ARG]...\n"
-    "       masteraff status [--sysfs DIR] [--json] [--check] [PID | PIDFILE]\n"
+    "       masteraff status [--sysfs DIR] [--json | --check | --prometheus |\n"
+    "                        --textfile[=DIR|FILE]] [PID | PIDFILE]\n"
     "       masteraff topology [--sysfs DIR]\n"
     "\n"
     "Runs COMMAND (nginx) with libmasteraff preloaded: the master process\n"
@@ -41,6 +42,13 @@ const char usage_text[] =
     "  --check          one line \"MASTERAFF OK - ...\" and the exit status of\n"
     "                   a monitoring plugin: 0 ok, 1 warning, 2 critical,\n"
     "                   3 unknown (also for any error)\n"
+    "  --prometheus     Prometheus' text format: one sample per fact\n"
+    "                   (masteraff_up, masteraff_verdict, ...)\n"
+    "  --textfile[=DIR|FILE]  the same into FILE (ending in .prom) or\n"
+    "                   DIR/masteraff.prom, default DIR\n"
+    "                   " DEFAULT_TEXTFILE_DIR ",\n"
+    "                   replaced whole, for node_exporter; a master not\n"
+    "                   found is written as masteraff_up 0\n"
     "\n"
     "topology: packages, dies, nodes, LLCs, clusters and cores with their "
     "CPUs.\n"

@@ -1,7 +1,8 @@
 /* masteraff status: where a master, its children and their memory are,
  * whether the library is loaded in the master and with which settings,
  * and a verdict on whether the master is with worker 0 (status_verdict.c),
- * as a table, as JSON (status_json.c) or as a monitoring plugin's line. */
+ * as a table, as JSON (status_json.c), as a monitoring plugin's line or
+ * in Prometheus' text format (status_prometheus.c). */
 #define _GNU_SOURCE
 #include "status.h"
 
@@ -260,14 +261,16 @@ static const struct option status_options[] = {
     {"sysfs", required_argument, NULL, OPT_SYSFS},
     {"json", no_argument, NULL, OPT_JSON},
     {"check", no_argument, NULL, OPT_CHECK},
+    {"prometheus", no_argument, NULL, OPT_PROMETHEUS},
+    {"textfile", optional_argument, NULL, OPT_TEXTFILE},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
 };
 
 struct status_settings {
-    const char *sysfs, *target;
-    bool json, check;
+    const char *sysfs, *target, *textfile;
+    bool json, check, prometheus, to_textfile;
 };
 
 static void parse_status_options(int argc, char **argv,
@@ -285,13 +288,25 @@ static void parse_status_options(int argc, char **argv,
         case OPT_CHECK:
             s->check = plugin_mode = true;
             break;
+        case OPT_PROMETHEUS:
+            s->prometheus = true;
+            break;
+        case OPT_TEXTFILE:
+            s->prometheus = s->to_textfile = true;
+            s->textfile = optarg;
+            break;
         default:
             common_option(c);
         }
     if (argc - optind > 1)
         fail(EXIT_USAGE, "unexpected argument '%s'",
              shortened(argv[optind + 1]));
+    if (s->prometheus && (s->json || s->check))
+        fail(EXIT_USAGE, "%s goes with neither --json nor --check",
+             s->to_textfile ? "--textfile" : "--prometheus");
     s->target = optind < argc ? argv[optind] : DEFAULT_PIDFILE;
+    if (s->prometheus)
+        prometheus_output(s->to_textfile, s->textfile);
 }
 
 int status_command(int argc, char **argv)
@@ -324,6 +339,8 @@ int status_command(int argc, char **argv)
         print_json(&t, &lib, ma_scope_name(scope), &v);
     else if (s.check)
         print_plugin_line(&v);
+    else if (s.prometheus)
+        print_prometheus(&t, &lib, &v);
     else
         print_text(&t, &lib, &v);
     return s.check ? (int)v.level : 0;

@@ -71,6 +71,9 @@ enum level { LEVEL_OK, LEVEL_WARNING, LEVEL_CRITICAL, LEVEL_UNKNOWN };
 
 struct verdict {
     enum level level; /* the worst of the reasons' */
+    int with_worker0; /* the master within worker 0's units: 1, 0, or -1
+                         when no worker pinned */
+    int worker0_node; /* the node of worker 0's first CPU, -1 unknown */
     size_t n;
     struct {
         enum level level;
@@ -95,8 +98,21 @@ void mark_pinned(struct table *t, const cpu_set_t *original);
 void judge(const struct table *t, const struct library *lib,
            enum ma_scope scope, const cpu_set_t *original, struct verdict *v);
 
+/* Writes text to f: each ASCII byte through ascii(), which escapes it as
+ * the format wants, UTF-8 sequences as they are, and every other byte (a
+ * process title may hold anything) as replacement, U+FFFD in the format. */
+void put_utf8(FILE *f, const char *text, void (*ascii)(FILE *, int),
+              const char *replacement);
+
 /* The whole status as one JSON object on stdout. */
 void print_json(const struct table *t, const struct library *lib,
                 const char *scope, const struct verdict *v);
+
+/* The status in Prometheus' text format goes to stdout, or with to_file
+ * to a textfile: path (a directory, or a file ending in .prom), NULL for
+ * DEFAULT_TEXTFILE_DIR. From then on a failure is written there too. */
+void prometheus_output(bool to_file, const char *path);
+void print_prometheus(const struct table *t, const struct library *lib,
+                      const struct verdict *v);
 
 #endif

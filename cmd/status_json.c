@@ -19,26 +19,38 @@ static size_t utf8_length(const unsigned char *s)
     return len;
 }
 
-static void json_string(const char *text)
+void put_utf8(FILE *f, const char *text, void (*ascii)(FILE *, int),
+              const char *replacement)
 {
     const unsigned char *s = (const unsigned char *)text;
-    putchar('"');
     while (*s) {
         size_t len;
-        if (*s == '"' || *s == '\\')
-            printf("\\%c", *s++);
-        else if (*s < 0x20 || *s == 0x7f)
-            printf("\\u%04x", *s++);
-        else if (*s < 0x80)
-            putchar(*s++);
+        if (*s < 0x80)
+            ascii(f, *s++);
         else if ((len = utf8_length(s)) > 0) {
-            fwrite(s, 1, len, stdout);
+            fwrite(s, 1, len, f);
             s += len;
         } else {
-            fputs("\\ufffd", stdout);
+            fputs(replacement, f);
             s++;
         }
     }
+}
+
+static void json_ascii(FILE *f, int c)
+{
+    if (c == '"' || c == '\\')
+        fprintf(f, "\\%c", c);
+    else if (c < 0x20 || c == 0x7f)
+        fprintf(f, "\\u%04x", c);
+    else
+        putc(c, f);
+}
+
+static void json_string(const char *text)
+{
+    putchar('"');
+    put_utf8(stdout, text, json_ascii, "\\ufffd");
     putchar('"');
 }
 

@@ -300,7 +300,8 @@ static void judge_placement(const struct table *t, const struct proc *w0,
     cpu_set_t allowed;
     char *w0_units = units_of(&w0->cpus, scope, &allowed);
 
-    if (within(&m->cpus, &allowed))
+    v->with_worker0 = within(&m->cpus, &allowed);
+    if (v->with_worker0)
         add_reason(v, LEVEL_OK, "master shares %s with worker 0 (pid %d%s)",
                    m->units, (int)w0->pid, w0->exiting ? ", exiting" : "");
     else if (beyond_original(&allowed, original))
@@ -350,6 +351,7 @@ static void judge_memory(const struct table *t, const struct proc *w0,
     unsigned percent;
     char why[400];
 
+    v->worker0_node = node >= 0 && node < MA_PAGES_MAX_NODES ? node : -1;
     if (strcmp(setting(lib, VAR_MIGRATE), "off") == 0)
         add_reason(v, LEVEL_OK,
                    "master's memory: not moved (MASTERAFF_MIGRATE=off)");
@@ -381,6 +383,7 @@ void judge(const struct table *t, const struct library *lib,
                   struct verdict *v)
 {
     const struct proc *w0 = worker0(t);
+    v->with_worker0 = v->worker0_node = -1;
     judge_library(t->procs[0].pid, lib, v);
     judge_settings(t->procs[0].pid, lib, v);
     if (!w0)

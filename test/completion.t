@@ -24,7 +24,10 @@ is "$(comp st)" "status" "masteraff st<TAB>: status"
 is "$(comp --s)" "--scope --sysfs" "options"
 is "$(comp --scope n)" "node" "--scope's values"
 is "$(comp --log "")" "debug error info notice warn" "--log's values"
-is "$(comp status --)" "--check --help --json --sysfs" "status's options"
+is "$(comp status --)" "--check --help --json --prometheus --sysfs --textfile" "status's options"
+mkdir -p "$T/textfiles/sub" && touch "$T/textfiles/nginx.prom" "$T/textfiles/notes.txt"
+is "$(comp status "--textfile=$T/textfiles/")" "$T/textfiles/nginx.prom $T/textfiles/sub" \
+    "--textfile=: directories and .prom files"
 is "$(comp topology -)" "--help --sysfs" "topology's options"
 is "$(comp -- ech)" "echo" "after --, a program"
 is "$(comp --dry-run -- ech)" "echo" "after options and --, a program"
@@ -37,6 +40,8 @@ grep -qw "$m" <<<"$(comp status "")"
 ok $? "masteraff status <TAB>: the running master's pid ($m)"
 ! grep -qw "$(workers | cut -d' ' -f1)" <<<"$(comp status "")"
 ok $? "not its workers' pids"
+grep -qw "$m" <<<"$(comp status --textfile "")"
+ok $? "after --textfile without =, the master's pid: the value is optional"
 stop_nginx
 
 done_testing

@@ -7,6 +7,7 @@
 PORT=18415
 DOCKERFILE=$SRCDIR/examples/docker/Dockerfile
 IMAGE=localhost/masteraff-test/nginx-masteraff:latest
+IMAGE_TRIXIE=localhost/masteraff-test/nginx-masteraff:trixie
 
 . "$SRCDIR/test/images.sh"
 
@@ -19,12 +20,17 @@ image_cleanup() {
 trap image_cleanup EXIT
 trap 'exit 1' INT TERM HUP PIPE
 
-start=$SECONDS
-base_image debian:bookworm
-ok $? "base image debian:bookworm (debootstrap minbase from $MIRROR)"
-base_image nginx:stable-bookworm nginx_tree
-ok $? "base image nginx:stable-bookworm (minbase + nginx-light, the official image's conventions)"
-diag "base images: $((SECONDS - start)) s"
+# base_images SUITE: debian:SUITE and nginx:stable-SUITE.
+base_images() {
+    local start=$SECONDS
+    SUITE=$1
+    base_image "debian:$SUITE"
+    ok $? "base image debian:$SUITE (debootstrap minbase from $MIRROR)"
+    base_image "nginx:stable-$SUITE" nginx_tree
+    ok $? "base image nginx:stable-$SUITE (minbase + nginx-light, the official image's conventions)"
+    diag "base images of $SUITE: $((SECONDS - start)) s"
+}
+base_images bookworm
 
 # ---- the image, as shipped ----
 
@@ -50,7 +56,7 @@ run_image() {
     local name=masteraff-test-$1-$$; shift
     containers+=("$name")
     podman run -d --name "$name" -p "127.0.0.1:$PORT:80" \
-        -v "$T/nginx.conf:/etc/nginx/nginx.conf:ro" "$@" "$IMAGE" >/dev/null 2>"$T/run.err" ||
+        -v "$T/nginx.conf:/etc/nginx/nginx.conf:ro" "$@" "${RUN_IMAGE:-$IMAGE}" >/dev/null 2>"$T/run.err" ||
         { sed 's/^/#   /' "$T/run.err"; return 1; }
     C=$name
     # grep without -q reads all: podman logs must not die of SIGPIPE.
@@ -153,5 +159,29 @@ ok $? "status --check exits 0, two packages" || sed 's/^/#   /' "$T/status"
 grep -q "package 1" "$T/status"
 ok $? "status reads the fake tree (package 1)" || sed 's/^/#   /' "$T/status"
 stop_clean "two packages"
+
+# ---- Debian 13 (trixie): the same file, both stages on trixie ----
+
+# Its essential checks: it serves, logs its line (placed at start on the
+# two-package tree), status --check passes inside, it stops cleanly.
+base_images trixie
+build_image "$DOCKERFILE" "$IMAGE_TRIXIE" --build-arg DEBIAN_RELEASE=trixie --build-arg NGINX_IMAGE=nginx:stable-trixie
+RUN_IMAGE=$IMAGE_TRIXIE
+podman run --rm --network none "$RUN_IMAGE" sh -c '. /etc/os-release && echo "$VERSION_CODENAME $(nginx -v 2>&1)"' >"$T/version" 2>&1
+diag "$(cat "$T/version")"
+grep -Eq '^trixie nginx version: nginx/1\.2[6-9]' "$T/version"
+ok $? "the trixie image runs Debian 13's nginx (1.26 or later)"
+write_image_conf 10 01
+run_image trixie -v "$T/sys:/masteraff-sys:ro" -e MASTERAFF_SYSFS=/masteraff-sys \
+    --cap-add SYS_NICE --security-opt "seccomp=$T/seccomp.json"
+ok $? "trixie: the container starts and logs its masteraff: line"
+diag "$(line_of)"
+line_of | grep -Eq ': master 1 stays on CPUs 1 \(package 1\), placed there at start for worker [0-9]+ on CPU 1, confirmed.*; moved [0-9]+ pages to node 0'
+ok $? "trixie: placed at start on package 1 with worker 0, confirmed, pages moved"
+curl -sf "http://127.0.0.1:$PORT/" | grep -q hello
+ok $? "trixie: it serves on the published port"
+podman exec -e MASTERAFF_SYSFS=/masteraff-sys "$C" masteraff status --check >"$T/status" 2>&1
+ok $? "trixie: status --check exits 0 inside" || sed 's/^/#   /' "$T/status"
+stop_clean "trixie"
 
 done_testing

@@ -9,6 +9,7 @@
 # lib.sh; skips the whole test where podman cannot run a container.
 CACHE=${MASTERAFF_TEST_CACHE:-/var/cache/masteraff-test}/images
 SUITE=${SUITE:-bookworm}
+. "$SRCDIR/test/debian.sh"
 
 [ "$(id -u)" = 0 ] || skip_all "not root (podman's store, debootstrap)"
 for p in podman runc debootstrap; do
@@ -25,13 +26,6 @@ runtime = "runc"
 CONF
 export CONTAINERS_CONF=$T/containers.conf
 
-# The machine's Debian mirror, from deb822 or one-line sources.
-apt_mirror() {
-    { awk '/^URIs:/ {print $2}' /etc/apt/sources.list.d/*.sources 2>/dev/null
-      awk '$1 == "deb" {for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) {print $i; break}}' \
-          /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null
-    } | grep -v -- -security | head -1
-}
 MIRROR=$(apt_mirror)
 [ -n "$MIRROR" ] || skip_all "no Debian mirror in /etc/apt's sources"
 
@@ -44,23 +38,8 @@ podman run --rm --network none --rootfs "$T/tiny" /true >/dev/null 2>"$T/err" ||
 
 # ---- base images ----
 
-# minbase_tarball KEY: debootstrap's minbase of SUITE from MIRROR, as a
-# tarball in the cache under KEY, the hash of its recipe (made once).
-minbase_tarball() {
-    local tar=$CACHE/minbase-$SUITE-$1.tar dir=$T/minbase
-    if [ ! -s "$tar" ]; then
-        mkdir -p "$CACHE"
-        debootstrap --variant=minbase "$SUITE" "$dir" "$MIRROR" >"$T/debootstrap.log" 2>&1 || {
-            sed 's/^/#   /' "$T/debootstrap.log" | tail -20 >&2; return 1; }
-        rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/*
-        tar -C "$dir" -c . >"$tar.tmp" && mv "$tar.tmp" "$tar"
-        rm -rf "$dir"
-    fi
-    echo "$tar"
-}
-
 # The stand-in for the official nginx image: what the Dockerfile relies
-# on (Debian bookworm, apt, nginx in /usr/sbin, the error log on stderr,
+# on (Debian, apt, nginx in /usr/sbin, the error log on stderr,
 # CMD nginx -g 'daemon off;', STOPSIGNAL SIGQUIT, the entrypoint script
 # that runs /docker-entrypoint.d/ then execs its arguments).
 nginx_tree() {
@@ -97,7 +76,7 @@ base_image() {
         sha256sum | cut -c1-16)
     local id=localhost/masteraff-test/base-${name//[:\/]/-}:$hash
     if ! podman image exists "$id"; then
-        tar=$(minbase_tarball "$( { declare -f minbase_tarball; echo "$MIRROR"; } | sha256sum | cut -c1-12)") ||
+        tar=$(minbase_tarball "$(minbase_key)") ||
             return 1
         dir=$T/base; rm -rf "$dir"; mkdir -p "$dir"
         tar -C "$dir" -xf "$tar" || return 1
@@ -128,16 +107,16 @@ docker_like_seccomp() {
         print JSON::PP->new->encode($p)' </usr/share/containers/seccomp.json
 }
 
-# build_image FILE TAG: podman build of FILE as shipped, from the
-# repository, tagged TAG. The last run's image, untagged then, is removed:
-# its layers stay cached in the build stage's images.
+# build_image FILE TAG [BUILD-ARG...]: podman build of FILE as shipped,
+# from the repository, tagged TAG. The last run's image, untagged then, is
+# removed: its layers stay cached in the build stage's images.
 build_image() {
-    local start=$SECONDS old
-    old=$(podman image inspect -f '{{.Id}}' "$2" 2>/dev/null)
-    podman build -q --pull=never -f "$1" -t "$2" "$SRCDIR" >"$T/build.log" 2>&1
-    ok $? "podman build --pull=never of ${1#"$SRCDIR"/} as shipped" ||
+    local file=$1 tag=$2 start=$SECONDS old; shift 2
+    old=$(podman image inspect -f '{{.Id}}' "$tag" 2>/dev/null)
+    podman build -q --pull=never "$@" -f "$file" -t "$tag" "$SRCDIR" >"$T/build.log" 2>&1
+    ok $? "podman build --pull=never of ${file#"$SRCDIR"/} as shipped${*:+ ($*)}" ||
         sed 's/^/#   /' "$T/build.log" | tail -20
-    [ -n "$old" ] && [ "$old" != "$(podman image inspect -f '{{.Id}}' "$2" 2>/dev/null)" ] &&
+    [ -n "$old" ] && [ "$old" != "$(podman image inspect -f '{{.Id}}' "$tag" 2>/dev/null)" ] &&
         podman rmi "$old" >/dev/null 2>&1
-    diag "build of ${1#"$SRCDIR"/}: $((SECONDS - start)) s"
+    diag "build of ${file#"$SRCDIR"/}: $((SECONDS - start)) s"
 }

@@ -7,6 +7,7 @@
 # masteraff package that was installed before the test is left alone: the
 # test then unpacks its build elsewhere instead of installing it.
 . "$(dirname "$0")/lib.sh"
+. "$SRCDIR/test/debian.sh"
 PORT=18401
 
 [ "$(id -u)" = 0 ] || skip_all "not root (dpkg -i)"
@@ -32,27 +33,9 @@ package_cleanup() {
 trap package_cleanup EXIT
 trap 'exit 1' INT TERM HUP PIPE
 
-# The working tree without build products or VM images: the files git
-# knows or would add (tracked, untracked, not ignored), or every file
-# outside .git when this is no git checkout; ELF files never.
-tree_files() {
-    if git -C "$SRCDIR" rev-parse --git-dir >/dev/null 2>&1; then
-        git -C "$SRCDIR" ls-files -z --cached --others --exclude-standard
-    else
-        (cd "$SRCDIR" && find . -path ./.git -prune -o -path ./test/vm/.cache -prune \
-            -o -path ./debian/tmp -prune -o -path "./debian/$PKG" -prune \
-            -o -type f -print0)
-    fi | while IFS= read -r -d '' f; do
-        [ -f "$SRCDIR/$f" ] || continue # deleted, not yet staged
-        [ "$(head -c4 "$SRCDIR/$f" | od -An -c | tr -d ' ')" = '177ELF' ] && continue
-        printf '%s\0' "$f"
-    done
-}
-
 # ---- build ----
 
-mkdir -p "$T/build/src"
-(cd "$SRCDIR" && tree_files | cpio -0pdm --quiet "$T/build/src")
+copy_tree "$T/build/src"
 ok $? "a copy of the working tree without build products"
 
 start=$SECONDS
@@ -95,6 +78,8 @@ want="$SYSLIB
 /usr/share/doc/$PKG/copyright
 /usr/share/doc/$PKG/changelog.Debian.gz
 $EXAMPLES/systemd/masteraff.conf
+$EXAMPLES/systemd/masteraff-textfile.service
+$EXAMPLES/systemd/masteraff-textfile.timer
 $EXAMPLES/docker/Dockerfile
 $EXAMPLES/docker/Dockerfile.alpine"
 dpkg-deb -c "$deb" | awk '$1 !~ /^d/ {sub(/^\./, "", $6); print $6}' | sort >"$T/contents"
