@@ -34,7 +34,8 @@ UNIT_TESTS = test/t_cpulist test/t_topology test/t_brood test/t_nginxconf
 TEST_PROGRAMS = test/errnos test/orphan test/mtmaster test/hostile \
 	test/secure test/vforkexec test/robust
 # test/predict.t compares test/predict with a real nginx.
-TEST_HELPERS = $(TEST_PROGRAMS) test/predict test/blockinit.so test/slowfork.so
+TEST_HELPERS = $(TEST_PROGRAMS) test/predict test/blockinit.so test/slowfork.so \
+	test/noio.so
 ASAN_TESTS = $(UNIT_TESTS:test/t_%=test/asan_%)
 TEST_CFLAGS = $(WARN) -g -O1 -DSRCDIR=\"$(CURDIR)\" -I.
 
@@ -67,6 +68,9 @@ test/blockinit.so: test/blockinit.c
 	$(CC) $(WARN) -g -O1 -fPIC -shared -o $@ $<
 
 test/slowfork.so: test/slowfork.c
+	$(CC) $(WARN) -g -O1 -fPIC -shared -o $@ $< -ldl
+
+test/noio.so: test/noio.c
 	$(CC) $(WARN) -g -O1 -fPIC -shared -o $@ $< -ldl
 
 # The unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.

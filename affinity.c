@@ -709,7 +709,7 @@ void ma_brood_init(struct ma_brood *b)
     b->lead_gen = b->lead_rank = 0;
     b->lead_pid = 0;
     b->wait_until = 0;
-    b->respawn_pid = 0;
+    b->n_run_respawns = 0;
     CPU_ZERO(&b->lead_mask);
 }
 
@@ -727,8 +727,9 @@ void ma_brood_check_reaped(struct ma_brood *b, bool (*reaped)(pid_t))
             b->deaths[i].reaped = true;
 }
 
-/* Whether death a is replaced before death b: pinned children first (the
- * ones a reload after a cache loader's exit must not take), then by rank. */
+/* Whether death a is replaced before death b: children that had pinned
+ * first (nginx's workers, before its cache manager and loader), then by
+ * rank. */
 static bool replaced_first(const struct ma_death *a, const struct ma_death *b)
 {
     if (a->pinned != b->pinned)
@@ -736,36 +737,36 @@ static bool replaced_first(const struct ma_death *a, const struct ma_death *b)
     return a->rank < b->rank;
 }
 
-/* The death this fork replaces, or -1 when it replaces none: a reaped one
- * (all are of the newest generation), and after a file read (a reload)
- * only one of a child that had pinned. */
-static long respawned_death(const struct ma_brood *b, bool reread)
+/* The death this fork replaces, or -1 when no reaped death waits for its
+ * respawn (all are of the newest generation). */
+static long respawned_death(const struct ma_brood *b)
 {
     long best = -1;
     for (size_t i = 0; i < b->n_deaths; i++) {
         const struct ma_death *d = &b->deaths[i];
-        if (!d->reaped || (reread && !d->pinned))
-            continue;
-        if (best < 0 || replaced_first(d, &b->deaths[best]))
+        if (d->reaped && (best < 0 || replaced_first(d, &b->deaths[best])))
             best = (long)i;
     }
     return best;
 }
 
-/* Moves the previous fork's child, taken for a respawn, to the head of
- * the generation just opened: the fork after it shows it was the first of
- * a burst. */
-static void take_back_respawn(struct ma_brood *b)
+/* Moves the children the current run of forks took for respawns to the
+ * head of the generation just opened, in fork order: the fork after them
+ * shows they were the first of a burst. */
+static void take_back_respawns(struct ma_brood *b)
 {
-    struct ma_child *first = ma_brood_find_pid(b, b->respawn_pid);
-    if (!first)
-        return;
-    first->gen = b->newest_gen;
-    first->rank = b->next_rank++;
-    if (b->following && b->lead_pid == first->pid) {
-        b->lead_gen = first->gen;
-        b->lead_rank = first->rank;
+    for (size_t i = 0; i < b->n_run_respawns; i++) {
+        struct ma_child *c = ma_brood_find_pid(b, b->run_respawns[i]);
+        if (!c)
+            continue;
+        c->gen = b->newest_gen;
+        c->rank = b->next_rank++;
+        if (b->following && b->lead_pid == c->pid) {
+            b->lead_gen = c->gen;
+            b->lead_rank = c->rank;
+        }
     }
+    b->n_run_respawns = 0;
 }
 
 static void open_generation(struct ma_brood *b)
@@ -779,7 +780,9 @@ struct ma_place ma_brood_place(struct ma_brood *b, bool reread,
                                uint64_t now_ns)
 {
     struct ma_place p = {.started_ns = now_ns};
-    long d = respawned_death(b, reread);
+    long d = respawned_death(b);
+    if (reread)
+        b->n_run_respawns = 0;
     if (d >= 0) {
         p.gen = b->deaths[d].gen;
         p.rank = b->deaths[d].rank;
@@ -787,10 +790,9 @@ struct ma_place ma_brood_place(struct ma_brood *b, bool reread,
         drop_death(b, (size_t)d);
         return p;
     }
-    if (b->newest_gen == 0 || reread || b->respawn_pid) {
+    if (b->newest_gen == 0 || reread || b->n_run_respawns) {
         open_generation(b);
-        if (!reread)
-            take_back_respawn(b);
+        take_back_respawns(b);
         p.opened = true;
     }
     p.gen = b->newest_gen;
@@ -812,7 +814,8 @@ struct ma_child *ma_brood_add(struct ma_brood *b, pid_t pid, int fd,
     c->pinned = false;
     c->reports = 0;
     c->forked_ns = place.started_ns;
-    b->respawn_pid = place.respawn ? pid : 0;
+    if (place.respawn && b->n_run_respawns < MA_MAX_RECENT_DEATHS)
+        b->run_respawns[b->n_run_respawns++] = pid;
     c->pinned_ns = 0;
     CPU_ZERO(&c->mask);
     return c;

@@ -151,22 +151,34 @@ int ma_report_decode(const void *buf, size_t len, struct ma_report *out);
  * order:
  *
  * 1. a respawn, when a child of the newest generation has died and been
- *    reaped by the master, and no fork has replaced it yet: nginx reaps a
- *    dead worker before it forks the replacement, so a child whose end
- *    the master has not yet collected is never replaced by this fork. It
- *    takes the dead child's generation and rank: children that had pinned
- *    first, then the lowest rank. After a file read (see 2) only a child
- *    that had pinned is replaced: nginx's cache loader exits when done and
- *    is never replaced, and a reload's first fork is no respawn of it;
+ *    reaped by the master, and no fork has replaced it yet, whatever the
+ *    master read before: nginx reaps a dead child and forks its
+ *    replacement with nothing read in between, and a reload it refused
+ *    (a configuration with an error) read its files and forked nothing.
+ *    It takes the dead child's generation and rank, pinned or not (the
+ *    cache manager never pins, and keeps its place): children that had
+ *    pinned first, then the lowest rank. A child whose end the master
+ *    has not yet collected is never replaced by this fork;
  * 2. the first of a new generation, when the forking thread read a file
  *    since the master's previous fork returned (nginx re-reads its
  *    configuration before it forks a reload's workers, and reads nothing
  *    between two forks of a burst), or at the master's first fork;
  * 3. the next of the newest generation's burst otherwise. But a respawn is
- *    one fork for one death: when such a fork follows one taken for a
- *    respawn with no file read in between, that one was no respawn but the
- *    first fork of a burst (a reload after a death nginx does not
- *    replace): both move into a new generation, it first.
+ *    one fork for one death, and nginx forks nothing after its respawns
+ *    without reading: a fork that finds no death to replace, with nothing
+ *    read since forks taken for respawns (the run), shows those were the
+ *    first forks of a burst (a reload after deaths nginx does not
+ *    replace: the cache loader's exit, a worker's fatal exit). They all
+ *    move into a new generation, in fork order, and this fork follows.
+ *    A reload that can follow the loader's exit forks at least two
+ *    children (a worker and the cache manager), so the second shows it.
+ *
+ * Where the forking thread's reads cannot be counted (a kernel without
+ * per-thread I/O accounting), the times it waited stand in for them: nginx
+ * sleeps before every respawn and every reload, and not between two forks
+ * of a burst. A respawn and a reload in one wake-up of the master then
+ * look like one burst, and the respawned child is counted in the reload's
+ * generation.
  *
  * The leader slot is the lowest-ranked child that has pinned in the oldest
  * generation that still has a live pinned child: the master keeps following
@@ -224,15 +236,18 @@ struct ma_brood {
     cpu_set_t lead_mask;    /* last mask seen in the leader slot */
     pid_t lead_pid;         /* its process, or 0 while it is dead */
     uint64_t wait_until;    /* with MA_WAIT: when to decide again */
-    pid_t respawn_pid;      /* the previous fork's child, if a respawn */
+    /* The children taken for respawns since the forking thread last read
+     * a file (the current run of forks), in fork order. */
+    pid_t run_respawns[MA_MAX_RECENT_DEATHS];
+    size_t n_run_respawns;
 };
 
 struct ma_place {
     unsigned gen, rank;
     uint64_t started_ns; /* when the fork was asked for */
     bool respawn;
-    bool opened; /* the fork opened its generation (its first, or second
-                    after a fork taken back from a respawn) */
+    bool opened; /* the fork opened its generation (its first, or the one
+                    after forks taken back from respawns) */
 };
 
 enum ma_verdict {
