@@ -18,8 +18,8 @@ LDLIBS = -ldl -pthread
 
 LIB = libmasteraff.so
 LIB_SRC = shim.c decide.c listener.c state.c config.c memory.c affinity.c \
-	nginxconf.c early.c
-LIB_HDR = affinity.h internal.h nginxconf.h state.h
+	brood.c report.c nginxconf.c early.c
+LIB_HDR = affinity.h brood.h internal.h nginxconf.h report.h state.h
 
 CMD = masteraff
 # The command, in cmd/: it takes affinity.c from the library's side.
@@ -51,14 +51,19 @@ $(CMD): $(CMD_SRC) $(CMD_HDR)
 		-o $@ $(CMD_SRC)
 
 test/t_%: test/t_%.c affinity.c affinity.h internal.h test/tap.h
-	$(CC) $(TEST_CFLAGS) -o $@ $< affinity.c
+	$(CC) $(TEST_CFLAGS) -o $@ $(filter %.c,$^)
+
+# The leader rule's test links it, and the reports' (in t_cpulist) theirs
+# (as their asan_ builds below).
+test/t_brood test/asan_brood: brood.c brood.h report.c report.h
+test/t_cpulist test/asan_cpulist: report.c report.h
 
 # The configuration reader's test links it too (as its asan_ build below).
 test/t_nginxconf: test/t_nginxconf.c nginxconf.c nginxconf.h affinity.c \
 		affinity.h test/tap.h
 	$(CC) $(TEST_CFLAGS) -o $@ $< nginxconf.c affinity.c
 
-$(TEST_PROGRAMS): test/%: test/%.c affinity.h test/helpers.h
+$(TEST_PROGRAMS): test/%: test/%.c report.h test/helpers.h
 	$(CC) $(WARN) -g -O1 -pthread -o $@ $< -ldl
 
 test/predict: test/predict.c nginxconf.c nginxconf.h affinity.c affinity.h
@@ -75,7 +80,7 @@ test/noio.so: test/noio.c
 
 # The unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
 test/asan_%: test/t_%.c affinity.c affinity.h test/tap.h
-	$(CC) $(TEST_CFLAGS) -fsanitize=address,undefined -fno-sanitize-recover=all -o $@ $< affinity.c
+	$(CC) $(TEST_CFLAGS) -fsanitize=address,undefined -fno-sanitize-recover=all -o $@ $(filter %.c,$^)
 
 test/asan_nginxconf: test/t_nginxconf.c nginxconf.c nginxconf.h affinity.c \
 		affinity.h test/tap.h

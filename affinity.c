@@ -1,4 +1,4 @@
-/* libmasteraff: topology, scope and leader choice (see affinity.h). */
+/* libmasteraff: cpulists, topology and scopes (see affinity.h). */
 #define _GNU_SOURCE
 #include "affinity.h"
 #include "internal.h"

@@ -1,15 +1,13 @@
-/* libmasteraff: topology, scope and leader choice.
+/* libmasteraff: cpulists, topology and scopes.
  *
  * Pure logic: no process state, no globals. Everything here is testable
- * with fake sysfs trees and made-up fork/pin/death sequences. */
+ * with fake sysfs trees. The leader rule is in brood.h, the reports a
+ * child sends in report.h. */
 #ifndef MASTERAFF_AFFINITY_H
 #define MASTERAFF_AFFINITY_H
 
 #include <sched.h>
-#include <stdbool.h>
 #include <stddef.h>
-#include <stdint.h>
-#include <sys/types.h>
 
 /* The largest CPU number + 1 we handle: glibc's cpu_set_t, which is what
  * nginx and most programs hand to sched_setaffinity. */

@@ -1,4 +1,8 @@
-/* ---- the brood ---- */
+/* libmasteraff: the leader rule (see brood.h). */
+#define _GNU_SOURCE
+#include "brood.h"
+
+#include <string.h>
 
 void ma_brood_init(struct ma_brood *b)
 {

@@ -1,12 +1,24 @@
+/* libmasteraff: the leader rule. A master's children (its brood), and
+ * which one it follows, from the order of its forks, its children's pins
+ * and their deaths.
+ *
+ * Pure logic: no process state, no globals. Everything here is testable
+ * with made-up fork/pin/death sequences (test/t_brood.c). */
 #ifndef MASTERAFF_BROOD_H
 #define MASTERAFF_BROOD_H
+
+#include "report.h"
+
+#include <sched.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 /* nginx caps its process table at 1024 (NGX_MAX_PROCESSES). */
 #define MA_MAX_CHILDREN 1024
 
-/* ---- the brood: a master's children, and which one it follows ----
- *
- * The rule goes by the order of what the master sees, never by the time
+/* The rule goes by the order of what the master sees, never by the time
  * between: on a busy machine, or in a container stalled by its CPU quota,
  * two forks of one burst can come hundreds of milliseconds apart, and a
  * respawn long after the death it replaces.

@@ -1,4 +1,9 @@
-/* ---- reports ---- */
+/* libmasteraff: the report's wire format (see report.h). */
+#define _GNU_SOURCE
+#include "report.h"
+
+#include <errno.h>
+#include <string.h>
 
 void ma_report_encode(const struct ma_report *r, unsigned char *buf)
 {

@@ -1,7 +1,12 @@
+/* libmasteraff: the report a child sends its parent, down the channel
+ * its fork gave it, when it pins itself; written by the child (shim.c),
+ * read by the master's listener (listener.c). Pure: no process state. */
 #ifndef MASTERAFF_REPORT_H
 #define MASTERAFF_REPORT_H
 
-/* ---- reports: what a child sends its parent when it pins itself ---- */
+#include <sched.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #define MA_REPORT_MAGIC 0x4646414du /* "MAFF" */
 #define MA_REPORT_VERSION 1

@@ -16,6 +16,7 @@
  * child between fork and its return is async-signal-safe.
  */
 #define _GNU_SOURCE
+#include "report.h"
 #include "state.h"
 
 #include <errno.h>

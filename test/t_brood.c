@@ -2,6 +2,7 @@
  * order nginx makes them; the times say when, and must not matter. */
 #define _GNU_SOURCE
 #include "affinity.h"
+#include "brood.h"
 #include "test/tap.h"
 
 #define MS (1000 * 1000ULL)
