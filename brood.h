@@ -35,7 +35,10 @@
  *    It takes the dead child's generation and rank, pinned or not (the
  *    cache manager never pins, and keeps its place): children that had
  *    pinned first, then the lowest rank. A child whose end the master
- *    has not yet collected is never replaced by this fork;
+ *    has not yet collected is never replaced by this fork. Whether the
+ *    master read after the death is not asked: the library does not see
+ *    the reap, and sees a channel's end only when its listener runs,
+ *    maybe after a reload's reads; rule 3 needs no such order;
  * 2. the first of a new generation, when the forking thread read a file
  *    since the master's previous fork returned (nginx re-reads its
  *    configuration before it forks a reload's workers, and reads nothing
