@@ -23,8 +23,9 @@ NGINXCONF_SRC = nginxconf.c nginxconf_cmdline.c nginxconf_ctx.c nginxconf_exe.c 
 	nginxconf_lua.c
 NGINXCONF_HDR = nginxconf.h nginxconf_private.h internal.h
 LIB_SRC = shim.c decide.c listener.c state.c config.c memory.c affinity.c \
-	$(NGINXCONF_SRC) early.c
-LIB_HDR = affinity.h internal.h nginxconf.h nginxconf_private.h state.h
+	brood.c report.c $(NGINXCONF_SRC) early.c
+LIB_HDR = affinity.h brood.h internal.h nginxconf.h nginxconf_private.h report.h \
+	state.h
 
 CMD = masteraff
 # The command, in cmd/: it takes affinity.c from the library's side.
@@ -40,7 +41,8 @@ UNIT_TESTS = test/t_cpulist test/t_topology test/t_brood test/t_nginxconf
 TEST_PROGRAMS = test/errnos test/orphan test/mtmaster test/hostile \
 	test/secure test/vforkexec test/robust
 # test/predict.t compares test/predict with a real nginx.
-TEST_HELPERS = $(TEST_PROGRAMS) test/predict test/blockinit.so test/slowfork.so
+TEST_HELPERS = $(TEST_PROGRAMS) test/predict test/blockinit.so test/slowfork.so \
+	test/noio.so
 ASAN_TESTS = $(UNIT_TESTS:test/t_%=test/asan_%)
 TEST_CFLAGS = $(WARN) -g -O1 -DSRCDIR=\"$(CURDIR)\" -I.
 
@@ -64,14 +66,19 @@ $(CMD): $(CMD_SRC) $(CMD_HDR)
 		-o $@ $(CMD_SRC)
 
 test/t_%: test/t_%.c affinity.c affinity.h internal.h test/tap.h
-	$(CC) $(TEST_CFLAGS) -o $@ $< affinity.c
+	$(CC) $(TEST_CFLAGS) -o $@ $(filter %.c,$^)
+
+# The leader rule's test links it, and the reports' (in t_cpulist) theirs
+# (as their asan_ builds below).
+test/t_brood test/asan_brood: brood.c brood.h report.c report.h
+test/t_cpulist test/asan_cpulist: report.c report.h
 
 # The configuration reader's test links it too (as its asan_ build below).
 test/t_nginxconf: test/t_nginxconf.c $(NGINXCONF_SRC) $(NGINXCONF_HDR) \
 		affinity.c affinity.h test/tap.h
 	$(CC) $(TEST_CFLAGS) -o $@ $< $(NGINXCONF_SRC) affinity.c
 
-$(TEST_PROGRAMS): test/%: test/%.c affinity.h test/helpers.h
+$(TEST_PROGRAMS): test/%: test/%.c report.h test/helpers.h
 	$(CC) $(WARN) -g -O1 -pthread -o $@ $< -ldl
 
 test/predict: test/predict.c $(NGINXCONF_SRC) $(NGINXCONF_HDR) affinity.c \
@@ -84,9 +91,12 @@ test/blockinit.so: test/blockinit.c
 test/slowfork.so: test/slowfork.c
 	$(CC) $(WARN) -g -O1 -fPIC -shared -o $@ $< -ldl
 
+test/noio.so: test/noio.c
+	$(CC) $(WARN) -g -O1 -fPIC -shared -o $@ $< -ldl
+
 # The unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
 test/asan_%: test/t_%.c affinity.c affinity.h test/tap.h
-	$(CC) $(TEST_CFLAGS) -fsanitize=address,undefined -fno-sanitize-recover=all -o $@ $< affinity.c
+	$(CC) $(TEST_CFLAGS) -fsanitize=address,undefined -fno-sanitize-recover=all -o $@ $(filter %.c,$^)
 
 test/asan_nginxconf: test/t_nginxconf.c $(NGINXCONF_SRC) $(NGINXCONF_HDR) \
 		affinity.c affinity.h test/tap.h

@@ -1,5 +1,5 @@
 /* libmasteraff: the master's decisions. Placing the master at start from
- * nginx's configuration; following the leader the brood chooses (affinity.c),
+ * nginx's configuration; following the leader the brood chooses (brood.c),
  * holding its place or going back to the original mask; the touch-up of
  * the pages later forks dirtied and the check that a start or reload
  * pinned anything; and the one log line each of them says.

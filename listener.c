@@ -10,6 +10,7 @@
  * the lock go first. fork() drains the channels itself, under the lock,
  * so that a fork is placed knowing every death before it. */
 #define _GNU_SOURCE
+#include "report.h"
 #include "state.h"
 
 #include <errno.h>

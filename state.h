@@ -16,6 +16,7 @@
 #define MASTERAFF_STATE_H
 
 #include "affinity.h"
+#include "brood.h"
 #include "internal.h"
 
 #include <pthread.h>

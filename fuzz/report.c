@@ -4,7 +4,7 @@
  * is a non-empty mask, and encoding it gives back the very bytes received,
  * which decode again to the same report. */
 #define _GNU_SOURCE
-#include "affinity.h"
+#include "report.h"
 #include "check.h"
 
 #include <errno.h>

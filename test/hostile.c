@@ -20,7 +20,7 @@
  *   really pins itself to CPU 1. Prints "ready MASTER LIAR HONEST", then
  *   sleeps until SIGTERM, when it kills and reaps both; the caller checks. */
 #define _GNU_SOURCE
-#include "../affinity.h"
+#include "../report.h"
 
 #include <dirent.h>
 #include <errno.h>

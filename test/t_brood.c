@@ -2,6 +2,7 @@
  * order nginx makes them; the times say when, and must not matter. */
 #define _GNU_SOURCE
 #include "affinity.h"
+#include "brood.h"
 #include "test/tap.h"
 
 #define MS (1000 * 1000ULL)
@@ -300,14 +301,17 @@ static void test_reload_after_loader_exit(void)
     start_pinned();
     die_at(13, 60000);
     reload_at(30, 60001);
-    place_is(30, 2, 0, "the reload's first fork, right after the loader's "
-             "exit, opens generation 2");
-    ok(last_place.opened && !last_place.respawn, "and says it opened it");
+    place_is(30, 1, 3, "the reload's first fork, right after the loader's "
+             "exit, is taken for its respawn at first");
+    ok(last_place.respawn && !last_place.opened, "and opens nothing");
     fork_at(31, 60400);
-    place_is(31, 2, 1, "the second fork, 400 ms later, is its rank 1");
-    ok(!last_place.opened, "and opened nothing");
+    ok(last_place.opened && !last_place.respawn,
+       "the second fork, 400 ms later, finds no death: it opened generation 2");
+    place_is(30, 2, 0, "the first fork is generation 2's rank 0");
+    place_is(31, 2, 1, "the second its rank 1");
     fork_at(32, 60401);
     fork_at(33, 60900);
+    ok(!last_place.opened, "the next forks open nothing");
     place_is(33, 2, 3, "the burst stays in generation 2");
     pin_at(31, 1, 60950);
     pin_at(30, 0, 61000);
@@ -403,7 +407,9 @@ static void test_loader_exit(void)
     die_at(13, 60000);
     is_str(decide_at(60000), "follow 10 on 1", "the loader's exit changes nothing");
     reload_at(20, 62000);
+    fork_at(21, 62000);
     place_is(20, 2, 0, "a reload after the loader's exit is a new generation");
+    place_is(21, 2, 1, "its second fork too");
 }
 
 /* nginx with 4 workers (worker 0 on CPU 1, the others on CPU 0), a cache
@@ -522,6 +528,81 @@ static void test_reaped_before_respawn(void)
     place_is(20, 1, 0, "of two deaths reaped, worker 0 is replaced first");
 }
 
+/* What the master read before a death does not make its respawn a
+ * reload: a reload nginx refused (a configuration with an error), a
+ * reopen of its logs (USR1), or, where the kernel keeps no per-thread I/O
+ * counts, the sleep before every respawn all count as read at the next
+ * fork. The cache manager, which never pins, keeps its place too. */
+static void refused_reload_then_deaths(bool read_before_each)
+{
+    start_pinned();
+    die_at(12, 1000);
+    forked(20, true, 1001);
+    place_is(20, 1, 2, "the cache manager's respawn after files were read "
+             "keeps its place");
+    ok(last_place.respawn && !last_place.opened, "and opens nothing");
+    die_at(11, 2000);
+    forked(21, read_before_each, 2001);
+    place_is(21, 1, 1, "worker 1's respawn keeps its place");
+    die_at(10, 2100);
+    forked(22, read_before_each, 2101);
+    place_is(22, 1, 0, "worker 0's respawn keeps its place");
+    pin_at(21, 0, 2102);
+    is_str(decide_at(2102), "hold on 1", "worker 1 pinned first: hold worker "
+           "0's CPU");
+    pin_at(22, 1, 2103);
+    is_str(decide_at(6000), "follow 22 on 1", "the respawned worker 0 leads, "
+           "also after 3 s with the cache manager unpinned");
+}
+
+static void test_read_before_death(void)
+{
+    refused_reload_then_deaths(false);
+    refused_reload_then_deaths(true);
+
+    /* A refused reload, a respawn, then a reload nginx takes. */
+    start_pinned();
+    die_at(12, 1000);
+    forked(20, true, 1001);
+    reload_at(30, 5000);
+    fork_at(31, 5000);
+    place_is(30, 2, 0, "a good reload after a refused one and a respawn "
+             "opens generation 2");
+    place_is(31, 2, 1, "and its burst stays in it");
+    place_is(20, 1, 2, "the respawn keeps its place");
+}
+
+/* Two deaths nginx does not replace (the loader's exit, a worker's fatal
+ * exit), then a reload: its first two forks are taken for their respawns,
+ * the third, finding no death, shows all three are one burst. */
+static void test_two_unreplaced_deaths(void)
+{
+    start_pinned();
+    die_at(13, 30000);
+    die_at(11, 31000);
+    reload_at(30, 40000);
+    place_is(30, 1, 1, "the first fork is taken for worker 1's respawn");
+    fork_at(31, 40001);
+    place_is(31, 1, 3, "the second for the loader's");
+    fork_at(32, 40002);
+    ok(last_place.opened, "the third finds no death: it opened generation 2");
+    place_is(30, 2, 0, "the first fork is generation 2's rank 0");
+    place_is(31, 2, 1, "the second its rank 1");
+    place_is(32, 2, 2, "the third its rank 2");
+    fork_at(33, 40003);
+    place_is(33, 2, 3, "and the burst goes on");
+
+    /* Two children killed at once: nginx reaps both, then respawns both
+     * with nothing read in between. */
+    start_pinned();
+    die_at(12, 1000);
+    die_at(10, 1000);
+    fork_at(20, 1001);
+    fork_at(21, 1002);
+    place_is(20, 1, 0, "of worker 0 and the cache manager, worker 0 first");
+    place_is(21, 1, 2, "then the cache manager, in its own place");
+}
+
 static void test_forget(void)
 {
     start();
@@ -561,6 +642,8 @@ int main(void)
     test_slow_forks();
     test_kill_then_reload();
     test_reaped_before_respawn();
+    test_read_before_death();
+    test_two_unreplaced_deaths();
     test_forget();
     test_full();
     return done_testing();

@@ -1,6 +1,7 @@
 /* cpulists in the kernel's syntax, and the reports children send. */
 #define _GNU_SOURCE
 #include "affinity.h"
+#include "report.h"
 #include "test/tap.h"
 
 #include <errno.h>

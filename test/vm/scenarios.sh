@@ -70,7 +70,7 @@ mask() {
     [ "$1" -eq 0 ] || printf '0%.0s' $(seq "$1")
 }
 
-conf() { # conf AFFINITY [MAIN-CONTEXT-EXTRA]
+conf() { # conf AFFINITY [MAIN-CONTEXT-EXTRA] [HTTP-EXTRA]
     cat >/tmp/n.conf <<EOF
 worker_processes 2;
 ${1:+worker_cpu_affinity $1;}
@@ -80,6 +80,7 @@ ${2:-}
 events { worker_connections 64; }
 http {
     access_log off;
+    ${3:-}
     limit_req_zone \$binary_remote_addr zone=perip:8m rate=10000r/s;
     server {
         listen 127.0.0.1:8080;
@@ -137,7 +138,8 @@ pages_in() { # pages_in KIND "NODES" PID [STATUS-OUTPUT-FILE]
 
 # 1. worker 0 in the last package; memory starts on node 0. With a single
 # package, the node scope shows the memory moving between nodes.
-conf "$(mask $far) $(mask $near)"
+cache="proxy_cache_path /tmp/cache keys_zone=cache:1m;"
+conf "$(mask $far) $(mask $near)" "" "$cache"
 scope=package want=$far_package near_want=$near_package
 if [ "$far_package" = "$all" ] && [ "$far_numa" != "$all" ]; then
     scope=node want=$far_numa near_want=$near_numa
@@ -438,7 +440,9 @@ fi
 # master starts (placed at start, confirmed by worker 0's pin), loses
 # worker 0 (its respawn leads again: the master stays), reloads with worker
 # 0 in the first package (followed), then loses worker 0 and reloads at
-# once (followed back). The master must make no other move. Rounds:
+# once (followed back), then reads a configuration it refuses and loses
+# its cache manager, worker 1 and worker 0 in turn (each respawn keeps its
+# place: the master stays). The master must make no other move. Rounds:
 # ma_busy_rounds= on the kernel command line (VM_APPEND), 1 by default.
 # Where worker 0's unit and the first CPU's are one, there is no wrong
 # move to make.
@@ -459,6 +463,11 @@ pinned_pair() { # pinned_pair LEAD-CPU OTHER-CPU
     fi
 }
 moves() { grep -c "masteraff: master $m -> " /tmp/error.log; }
+# The master's child in ROLE ("cache manager").
+role_pid() {
+    ps -o pid,ppid,args | awk -v m="$(master)" -v r="nginx: $1 process" \
+        '$2 == m && index($0, r) { print $1 }'
+}
 # busy_step STEP WANT-CPUS WANT-MOVES LINE: waits for LINE, then the
 # master's place and its moves so far.
 busy_step() {
@@ -468,7 +477,8 @@ busy_step() {
     ok $good "busy, round $round, $1: master on CPUs $2, $3 move(s) in all, for worker $w0"
     [ $good -eq 0 ] || grep 'masteraff:' /tmp/error.log | sed 's/^/#   /'
 }
-conf "$(mask $far) $(mask $near)"
+cache="proxy_cache_path /tmp/cache keys_zone=cache:1m;"
+conf "$(mask $far) $(mask $near)" "" "$cache"
 scope=package want=$far_package near_want=$near_package
 if [ "$far_package" = "$all" ] && [ "$far_numa" != "$all" ]; then
     scope=node want=$far_numa near_want=$near_numa
@@ -481,7 +491,7 @@ if [ "$want" != "$near_want" ]; then
     done
     round=1
     while [ $round -le "$busy_rounds" ]; do
-        conf "$(mask $far) $(mask $near)"
+        conf "$(mask $far) $(mask $near)" "" "$cache"
         start MASTERAFF_SCOPE=$scope MASTERAFF_MIGRATE=off
         wait_for '[ -s /run/nginx.pid ]' 180
         m=$(master)
@@ -493,16 +503,31 @@ if [ "$want" != "$near_want" ]; then
         wait_for "w0=\$(pinned_pair $far $near) && [ \$w0 != $old ]" 180
         busy_step "worker 0 killed" "$want" 0 "master $m stays on CPUs $want: worker $w0 now leads"
 
-        conf "$(mask $near) $(mask $far)"
+        conf "$(mask $near) $(mask $far)" "" "$cache"
         kill -HUP "$m"
         wait_for "w0=\$(pinned_pair $near $far)" 180
         busy_step "reload, worker 0 on CPU $near" "$near_want" 1 "master $m -> CPUs $near_want ([a-z]* [0-9]*), following worker $w0 on CPU $near "
 
-        conf "$(mask $far) $(mask $near)"
+        conf "$(mask $far) $(mask $near)" "" "$cache"
         kill -9 "$w0"
         kill -HUP "$m"
         wait_for "w0=\$(pinned_pair $far $near)" 180
         busy_step "worker 0 killed and a reload at once" "$want" 2 "master $m -> CPUs $want ([a-z]* [0-9]*), following worker $w0 on CPU $far "
+
+        conf "$(mask $far) $(mask $near)" "no_such_directive on;" "$cache"
+        emergs=$(grep -c 'emerg' /tmp/error.log)
+        kill -HUP "$m"
+        wait_for "[ \$(grep -c 'emerg' /tmp/error.log) -gt $emergs ]" 180
+        cm=$(role_pid "cache manager")
+        kill -9 "$cm"
+        wait_for "cm_now=\$(role_pid 'cache manager') && [ -n \"\$cm_now\" ] && [ \"\$cm_now\" != $cm ]" 180
+        w1=$(pinned_pair $near $far)
+        kill -9 "$w1"
+        wait_for "w=\$(pinned_pair $near $far) && [ \$w != $w1 ]" 180
+        old=$w0
+        kill -9 "$w0"
+        wait_for "w0=\$(pinned_pair $far $near) && [ \$w0 != $old ]" 180
+        busy_step "a refused reload, then the cache manager, worker 1 and worker 0 killed" "$want" 2 "master $m stays on CPUs $want: worker $w0 now leads"
         stop
         round=$((round + 1))
     done

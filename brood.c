@@ -1,0 +1,283 @@
+/* libmasteraff: the leader rule (see brood.h). */
+#define _GNU_SOURCE
+#include "brood.h"
+
+#include <string.h>
+
+void ma_brood_init(struct ma_brood *b)
+{
+    b->n = 0;
+    b->newest_gen = 0;
+    b->next_rank = 0;
+    b->n_deaths = 0;
+    b->following = false;
+    b->lead_gen = b->lead_rank = 0;
+    b->lead_pid = 0;
+    b->wait_until = 0;
+    b->n_run_respawns = 0;
+    CPU_ZERO(&b->lead_mask);
+}
+
+static void drop_death(struct ma_brood *b, size_t i)
+{
+    memmove(&b->deaths[i], &b->deaths[i + 1],
+            (b->n_deaths - i - 1) * sizeof b->deaths[0]);
+    b->n_deaths--;
+}
+
+void ma_brood_check_reaped(struct ma_brood *b, bool (*reaped)(pid_t))
+{
+    for (size_t i = 0; i < b->n_deaths; i++)
+        if (!b->deaths[i].reaped && reaped(b->deaths[i].pid))
+            b->deaths[i].reaped = true;
+}
+
+/* Whether death a is replaced before death b: children that had pinned
+ * first (nginx's workers, before its cache manager and loader), then by
+ * rank. */
+static bool replaced_first(const struct ma_death *a, const struct ma_death *b)
+{
+    if (a->pinned != b->pinned)
+        return a->pinned;
+    return a->rank < b->rank;
+}
+
+/* The death this fork replaces, or -1 when no reaped death waits for its
+ * respawn (all are of the newest generation). */
+static long respawned_death(const struct ma_brood *b)
+{
+    long best = -1;
+    for (size_t i = 0; i < b->n_deaths; i++) {
+        const struct ma_death *d = &b->deaths[i];
+        if (d->reaped && (best < 0 || replaced_first(d, &b->deaths[best])))
+            best = (long)i;
+    }
+    return best;
+}
+
+/* Moves the children the current run of forks took for respawns to the
+ * head of the generation just opened, in fork order: the fork after them
+ * shows they were the first of a burst. */
+static void take_back_respawns(struct ma_brood *b)
+{
+    for (size_t i = 0; i < b->n_run_respawns; i++) {
+        struct ma_child *c = ma_brood_find_pid(b, b->run_respawns[i]);
+        if (!c)
+            continue;
+        c->gen = b->newest_gen;
+        c->rank = b->next_rank++;
+        if (b->following && b->lead_pid == c->pid) {
+            b->lead_gen = c->gen;
+            b->lead_rank = c->rank;
+        }
+    }
+    b->n_run_respawns = 0;
+}
+
+static void open_generation(struct ma_brood *b)
+{
+    b->newest_gen++;
+    b->next_rank = 0;
+    b->n_deaths = 0;
+}
+
+struct ma_place ma_brood_place(struct ma_brood *b, bool reread,
+                               uint64_t now_ns)
+{
+    struct ma_place p = {.started_ns = now_ns};
+    long d = respawned_death(b);
+    if (reread)
+        b->n_run_respawns = 0;
+    if (d >= 0) {
+        p.gen = b->deaths[d].gen;
+        p.rank = b->deaths[d].rank;
+        p.respawn = true;
+        drop_death(b, (size_t)d);
+        return p;
+    }
+    if (b->newest_gen == 0 || reread || b->n_run_respawns) {
+        open_generation(b);
+        take_back_respawns(b);
+        p.opened = true;
+    }
+    p.gen = b->newest_gen;
+    p.rank = b->next_rank++;
+    return p;
+}
+
+struct ma_child *ma_brood_add(struct ma_brood *b, pid_t pid, int fd,
+                              struct ma_place place)
+{
+    struct ma_child *c;
+    if (b->n >= MA_MAX_CHILDREN)
+        return NULL;
+    c = &b->kids[b->n++];
+    c->pid = pid;
+    c->fd = fd;
+    c->gen = place.gen;
+    c->rank = place.rank;
+    c->pinned = false;
+    c->reports = 0;
+    c->forked_ns = place.started_ns;
+    if (place.respawn && b->n_run_respawns < MA_MAX_RECENT_DEATHS)
+        b->run_respawns[b->n_run_respawns++] = pid;
+    c->pinned_ns = 0;
+    CPU_ZERO(&c->mask);
+    return c;
+}
+
+struct ma_child *ma_brood_find_fd(struct ma_brood *b, int fd)
+{
+    for (size_t i = 0; i < b->n; i++)
+        if (b->kids[i].fd == fd)
+            return &b->kids[i];
+    return NULL;
+}
+
+struct ma_child *ma_brood_find_pid(struct ma_brood *b, pid_t pid)
+{
+    for (size_t i = 0; i < b->n; i++)
+        if (b->kids[i].pid == pid)
+            return &b->kids[i];
+    return NULL;
+}
+
+void ma_brood_pinned(struct ma_brood *b, struct ma_child *c,
+                     const struct ma_report *r)
+{
+    (void)b;
+    c->pinned = true;
+    c->mask = r->mask;
+    c->pinned_ns = r->sent_ns;
+    c->reports++;
+}
+
+void ma_brood_forget(struct ma_brood *b, struct ma_child *c)
+{
+    if (b->following && c->pid == b->lead_pid)
+        b->lead_pid = 0;
+    *c = b->kids[--b->n];
+}
+
+void ma_brood_died(struct ma_brood *b, struct ma_child *c)
+{
+    struct ma_death d = {c->pid, c->gen, c->rank, c->pinned, false};
+    if (c->gen == b->newest_gen) {
+        if (b->n_deaths == MA_MAX_RECENT_DEATHS)
+            drop_death(b, 0);
+        b->deaths[b->n_deaths++] = d;
+    }
+    ma_brood_forget(b, c);
+}
+
+bool ma_brood_gen_pinned(const struct ma_brood *b, unsigned gen)
+{
+    for (size_t i = 0; i < b->n; i++)
+        if (b->kids[i].gen == gen && b->kids[i].pinned)
+            return true;
+    return false;
+}
+
+/* Whether a is a child to drop before b. */
+static bool less_needed(const struct ma_child *a, const struct ma_child *b)
+{
+    if ((a->rank == 0) != (b->rank == 0))
+        return a->rank != 0;
+    if (a->gen != b->gen)
+        return a->gen < b->gen;
+    return a->rank > b->rank;
+}
+
+struct ma_child *ma_brood_least_needed(struct ma_brood *b)
+{
+    struct ma_child *pick = NULL;
+    for (size_t i = 0; i < b->n; i++) {
+        struct ma_child *c = &b->kids[i];
+        if (!pick || less_needed(c, pick))
+            pick = c;
+    }
+    return pick;
+}
+
+/* The pinned child of the lowest rank in generation gen, or NULL. */
+static struct ma_child *first_pinned_of(struct ma_brood *b, unsigned gen)
+{
+    struct ma_child *best = NULL;
+    for (size_t i = 0; i < b->n; i++) {
+        struct ma_child *c = &b->kids[i];
+        if (c->pinned && c->gen == gen && (!best || c->rank < best->rank))
+            best = c;
+    }
+    return best;
+}
+
+/* The oldest generation with a live pinned child, or 0. */
+static unsigned oldest_pinned_gen(const struct ma_brood *b)
+{
+    unsigned gen = 0;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->kids[i].pinned && (gen == 0 || b->kids[i].gen < gen))
+            gen = b->kids[i].gen;
+    return gen;
+}
+
+static bool newer_gen_lives(const struct ma_brood *b, unsigned gen)
+{
+    for (size_t i = 0; i < b->n; i++)
+        if (b->kids[i].gen > gen)
+            return true;
+    return false;
+}
+
+static void lead(struct ma_brood *b, const struct ma_child *c)
+{
+    b->following = true;
+    b->lead_gen = c->gen;
+    b->lead_rank = c->rank;
+    b->lead_mask = c->mask;
+    b->lead_pid = c->pid;
+}
+
+/* When a lower-ranked sibling of c lives and has not pinned yet: the time
+ * until which to wait for it, or 0 once it has been given up on. */
+static uint64_t wait_for_sibling(const struct ma_brood *b,
+                                 const struct ma_child *c, uint64_t now_ns)
+{
+    uint64_t until = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        const struct ma_child *s = &b->kids[i];
+        uint64_t t = s->forked_ns + MA_GIVE_UP_NS;
+        if (s->gen == c->gen && s->rank < c->rank && !s->pinned &&
+            t > now_ns && t > until)
+            until = t;
+    }
+    return until;
+}
+
+enum ma_verdict ma_brood_decide(struct ma_brood *b, uint64_t now_ns)
+{
+    unsigned gen = oldest_pinned_gen(b);
+    struct ma_child *first;
+    bool same_slot;
+
+    b->wait_until = 0;
+    if (gen == 0) {
+        if (b->following && newer_gen_lives(b, b->lead_gen)) {
+            b->following = false;
+            b->lead_pid = 0;
+            return MA_RESTORE;
+        }
+        return b->following ? MA_FOLLOW : MA_HOLD;
+    }
+    first = first_pinned_of(b, gen);
+    same_slot = b->following && b->lead_gen == gen;
+    if (same_slot && first->rank > b->lead_rank)
+        return MA_FOLLOW;
+    if (!(same_slot && first->rank == b->lead_rank)) {
+        b->wait_until = wait_for_sibling(b, first, now_ns);
+        if (b->wait_until)
+            return MA_WAIT;
+    }
+    lead(b, first);
+    return MA_FOLLOW;
+}
