@@ -11,9 +11,10 @@ relay() {
     local n=0 topo start attempt rc out ms plan inner line rounds limit
     # The limit is for a guest that hangs, never a measure of speed: an
     # emulated guest on a busy host is slow, and each busy round
-    # (scenarios.sh's step 11, ma_busy_rounds=) takes about a minute more.
+    # (scenarios.sh's step 11, ma_busy_rounds=) takes about a minute more
+    # on a quiet host, several times that while other jobs share its CPUs.
     rounds=$(sed -n 's/.*ma_busy_rounds=\([0-9]*\).*/\1/p' <<<"${VM_APPEND:-}")
-    limit=${VM_TIMEOUT:-$((360 + 90 * ${rounds:-1}))}
+    limit=${VM_TIMEOUT:-$((900 + 300 * ${rounds:-1}))}
     for topo in "$@"; do
         start=${EPOCHREALTIME/./}
         # A guest that never reaches the script (an emulated boot that
