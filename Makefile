@@ -18,8 +18,8 @@ LDLIBS = -ldl -pthread
 
 LIB = libmasteraff.so
 LIB_SRC = shim.c decide.c listener.c state.c config.c memory.c affinity.c \
-	nginxconf.c early.c
-LIB_HDR = affinity.h internal.h nginxconf.h state.h
+	nginxconf.c early.c autocpus.c
+LIB_HDR = affinity.h internal.h nginxconf.h state.h autocpus.h
 
 CMD = masteraff
 # The command, in cmd/: it takes affinity.c from the library's side.
