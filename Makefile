@@ -29,7 +29,8 @@ CMD_SRC = cmd/main.c cmd/cli.c cmd/run.c cmd/status.c cmd/status_procs.c \
 CMD_HDR = cmd/cli.h cmd/status.h cmd/pages.h affinity.h internal.h
 MANPAGES = man/masteraff.1 man/libmasteraff.7
 
-UNIT_TESTS = test/t_cpulist test/t_topology test/t_brood test/t_nginxconf
+UNIT_TESTS = test/t_cpulist test/t_topology test/t_brood test/t_nginxconf \
+	test/t_autocpus
 # Programs the shell tests drive (test/faults.t, test/hostile.t, ...).
 TEST_PROGRAMS = test/errnos test/orphan test/mtmaster test/hostile \
 	test/secure test/vforkexec test/robust

@@ -42,38 +42,6 @@ static struct {
     char **argv;
 } kept;
 
-static int nth_cpu(const cpu_set_t *set, int n)
-{
-    for (int c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, set) && n-- == 0)
-            return c;
-    return -1;
-}
-
-static int rank_of(const cpu_set_t *set, int cpu)
-{
-    int r = 0;
-    for (int c = 0; c < cpu; c++)
-        r += CPU_ISSET(c, set) ? 1 : 0;
-    return r;
-}
-
-/* The allowed CPU for asked, one CPU of auto's; -1 when auto's CPUs are
- * all allowed (nginx's own rule works) or asked is not one of them. */
-static int mapped_cpu(const cpu_set_t *auto_cpus, const cpu_set_t *allowed,
-                      const cpu_set_t *asked)
-{
-    cpu_set_t inside;
-    int cpu, n = CPU_COUNT(allowed);
-    CPU_AND(&inside, auto_cpus, allowed);
-    if (n == 0 || CPU_EQUAL(&inside, auto_cpus) || CPU_COUNT(asked) != 1)
-        return -1;
-    cpu = nth_cpu(asked, 0);
-    if (!CPU_ISSET(cpu, auto_cpus))
-        return -1;
-    return nth_cpu(allowed, rank_of(auto_cpus, cpu) % n);
-}
-
 static void keep_command_line(int argc, char *const argv[])
 {
     size_t len = 0;
@@ -112,7 +80,7 @@ void ma_auto_at_start(int argc, char *const argv[], const cpu_set_t *original,
     keep_command_line(argc, argv);
     take_prediction(p);
     if (!gen_auto.automatic ||
-        (cpu = mapped_cpu(&p->auto_cpus, original, &p->worker0)) < 0)
+        (cpu = ma_auto_cpu(&p->auto_cpus, original, &p->worker0)) < 0)
         return;
     CPU_ZERO(&p->worker0);
     CPU_SET(cpu, &p->worker0);
@@ -170,9 +138,9 @@ bool ma_auto_mapped(size_t size, const cpu_set_t *asked, cpu_set_t *mapped)
         errno = e;
         return false;
     }
-    cpu = mapped_cpu(&gen_auto.cpus, &allowed, asked);
+    cpu = ma_auto_cpu(&gen_auto.cpus, &allowed, asked);
     if (cpu >= 0 && gen_auto.first)
-        say_mapping(&allowed, nth_cpu(asked, 0), cpu);
+        say_mapping(&allowed, ma_cpuset_first(asked), cpu);
     errno = e;
     if (cpu < 0 || ma_cfg.dry_run)
         return false;
