@@ -24,19 +24,19 @@ start_on() {
 }
 
 # A worker waiting in its event loop has pinned itself (or failed to).
-settled() { grep -q epoll "/proc/$1/wchan" 2>/dev/null; }
+settled() { [ -n "${1:-}" ] && grep -q epoll "/proc/$1/wchan" 2>/dev/null; }
 
 # on W0 W1 CPUS0 CPUS1: workers W0 and W1, once settled, are on CPUS0 and
 # CPUS1.
 on() {
-    wait_for "settled $1 && settled $2" &&
+    wait_for "settled '$1' && settled '$2'" &&
         [ "$(cpus_of "$1")" = "$3" ] && [ "$(cpus_of "$2")" = "$4" ]
 }
 
 # Waits for the two workers, then checks that they are on CPUs $1 and $2;
 # sets m, w0 and w1.
 wait_workers_on() {
-    wait_workers
+    wait_workers || return 1
     m=$(master_pid)
     read -r w0 w1 <<<"$(workers)"
     on "$w0" "$w1" "$1" "$2"
