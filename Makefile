@@ -23,9 +23,9 @@ NGINXCONF_SRC = nginxconf.c nginxconf_cmdline.c nginxconf_ctx.c nginxconf_exe.c 
 	nginxconf_lua.c
 NGINXCONF_HDR = nginxconf.h nginxconf_private.h internal.h
 LIB_SRC = shim.c decide.c listener.c state.c config.c memory.c affinity.c \
-	brood.c report.c $(NGINXCONF_SRC) early.c
-LIB_HDR = affinity.h brood.h internal.h nginxconf.h nginxconf_private.h report.h \
-	state.h
+	brood.c report.c $(NGINXCONF_SRC) early.c autocpus.c
+LIB_HDR = affinity.h autocpus.h brood.h internal.h nginxconf.h nginxconf_private.h \
+	report.h state.h
 
 CMD = masteraff
 # The command, in cmd/: it takes affinity.c from the library's side.
@@ -36,7 +36,8 @@ CMD_SRC = cmd/main.c cmd/cli.c cmd/run.c cmd/status.c cmd/status_procs.c \
 CMD_HDR = cmd/cli.h cmd/status.h cmd/pages.h affinity.h internal.h
 MANPAGES = man/masteraff.1 man/libmasteraff.7
 
-UNIT_TESTS = test/t_cpulist test/t_topology test/t_brood test/t_nginxconf
+UNIT_TESTS = test/t_cpulist test/t_topology test/t_brood test/t_nginxconf \
+	test/t_autocpus
 # Programs the shell tests drive (test/faults.t, test/hostile.t, ...).
 TEST_PROGRAMS = test/errnos test/orphan test/mtmaster test/hostile \
 	test/secure test/vforkexec test/robust

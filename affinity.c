@@ -130,6 +130,36 @@ int ma_cpuset_first(const cpu_set_t *set)
     return -1;
 }
 
+static int nth_cpu(const cpu_set_t *set, int n)
+{
+    for (int c = 0; c < MA_MAX_CPUS; c++)
+        if (CPU_ISSET(c, set) && n-- == 0)
+            return c;
+    return -1;
+}
+
+static int rank_of(const cpu_set_t *set, int cpu)
+{
+    int r = 0;
+    for (int c = 0; c < cpu; c++)
+        r += CPU_ISSET(c, set) ? 1 : 0;
+    return r;
+}
+
+int ma_auto_cpu(const cpu_set_t *auto_cpus, const cpu_set_t *allowed,
+                const cpu_set_t *asked)
+{
+    cpu_set_t inside;
+    int cpu, n = CPU_COUNT(allowed);
+    CPU_AND(&inside, auto_cpus, allowed);
+    if (n == 0 || CPU_EQUAL(&inside, auto_cpus) || CPU_COUNT(asked) != 1)
+        return -1;
+    cpu = ma_cpuset_first(asked);
+    if (!CPU_ISSET(cpu, auto_cpus))
+        return -1;
+    return nth_cpu(allowed, rank_of(auto_cpus, cpu) % n);
+}
+
 /* ---- scopes ---- */
 
 static const char *const scope_names[MA_SCOPE_COUNT] = {

@@ -31,6 +31,14 @@ const char *ma_cpulist_text(const cpu_set_t *set, char *buf, size_t len);
 /* The first CPU in set, or -1 when it is empty. */
 int ma_cpuset_first(const cpu_set_t *set);
 
+/* nginx's "worker_cpu_affinity auto" within the allowed CPUs: for asked,
+ * one of the CPUs auto deals out (auto_cpus, worker i the i-th, wrapping),
+ * the allowed CPU of the same rank, wrapping. -1 when asked is not one of
+ * auto's CPUs, or when auto's CPUs are all allowed (nginx's rule works),
+ * or none is. */
+int ma_auto_cpu(const cpu_set_t *auto_cpus, const cpu_set_t *allowed,
+                const cpu_set_t *asked);
+
 /* ---- scopes and topology ---- */
 
 enum ma_scope {

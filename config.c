@@ -338,6 +338,20 @@ static bool parse_early(const char *v)
     return parse_switch("MASTERAFF_EARLY", v, &ma_cfg.early);
 }
 
+/* Unlike the others, a bad MASTERAFF_AUTO leaves the library active:
+ * said once, and nginx's own "auto" stays as it is. */
+static bool parse_auto(const char *v)
+{
+    if (strcmp(v, "cpuset") == 0 || strcmp(v, "off") == 0) {
+        ma_cfg.auto_cpuset = v[0] == 'c';
+        return true;
+    }
+    ma_log(MA_LOG_WARN, "MASTERAFF_AUTO=\"%.*s%s\" is not valid (accepted: "
+           "cpuset, off); ignored: worker_cpu_affinity auto is left as "
+           "nginx makes it", ECHOED, v, strlen(v) > ECHOED ? "..." : "");
+    return true;
+}
+
 static bool parse_log(const char *v)
 {
     for (size_t i = 0; i < sizeof level_names / sizeof *level_names; i++)
@@ -383,7 +397,7 @@ static void carry_environment(void)
     static const char *const names[] = {
         "LD_PRELOAD",        "MASTERAFF_SCOPE",   "MASTERAFF_MIGRATE",
         "MASTERAFF_PROGRAMS", "MASTERAFF_LOG",    "MASTERAFF_DRY_RUN",
-        "MASTERAFF_SYSFS",   "MASTERAFF_EARLY"};
+        "MASTERAFF_SYSFS",   "MASTERAFF_EARLY",   "MASTERAFF_AUTO"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         carry(names[i]);
 }
@@ -403,14 +417,16 @@ void ma_config_load(void)
     ok &= parse_var("MASTERAFF_DRY_RUN", parse_dry_run);
     ok &= parse_var("MASTERAFF_SYSFS", parse_sysfs);
     ok &= parse_var("MASTERAFF_EARLY", parse_early);
+    parse_var("MASTERAFF_AUTO", parse_auto);
     ma_cfg.active = ok;
     ma_cfg.bad = !ok;
     if (ok)
         carry_environment();
     if (ok)
         ma_log(MA_LOG_DEBUG, "loaded in %s, scope %s, memory %s, early "
-               "placement %s%s",
+               "placement %s, auto %s%s",
                ma_cfg.exe, ma_scope_name(ma_cfg.scope),
                ma_cfg.migrate ? "on" : "off", ma_cfg.early ? "on" : "off",
+               ma_cfg.auto_cpuset ? "within the allowed CPUs" : "as nginx's",
                ma_cfg.dry_run ? ", dry run" : "");
 }

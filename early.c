@@ -9,6 +9,7 @@
  * inherit) is first touched on worker 0's chip. Any doubt: no placement,
  * and the master follows worker 0 when it pins, as without this. */
 #define _GNU_SOURCE
+#include "autocpus.h"
 #include "internal.h"
 #include "nginxconf.h"
 
@@ -85,9 +86,12 @@ static void decide_for_command_line(int argc, char **argv,
     if (argc < 1 || !argv)
         return doubt(e, "no command line");
     ma_ngx_predict(argc, argv, ma_cfg.exe, sysconf(_SC_NPROCESSORS_ONLN), p);
+    ma_auto_at_start(argc, argv, original, p);
     e->n_files = p->n_files;
     snprintf(e->files, sizeof e->files, "%.*s", (int)sizeof e->files - 1,
              p->files);
+    if (!ma_cfg.early)
+        return doubt(e, "MASTERAFF_EARLY=off");
     decide_from_prediction(p, original, e);
 }
 
@@ -183,7 +187,8 @@ void ma_early_decide(int argc, char **argv, const cpu_set_t *original,
 {
     memset(e, 0, sizeof *e);
     e->node = -1;
-    if (!ma_cfg.early)
+    /* MASTERAFF_AUTO=cpuset reads the configuration without it. */
+    if (!ma_cfg.early && !ma_cfg.auto_cpuset)
         return doubt(e, "MASTERAFF_EARLY=off");
     if (!argv)
         return decide_from_proc(original, e);

@@ -68,12 +68,13 @@ struct ma_config {
     bool migrate;
     bool dry_run;
     bool early; /* place the master at start, from nginx's configuration */
+    bool auto_cpuset; /* "worker_cpu_affinity auto" within the allowed CPUs */
     enum ma_log_level log_level;
     char sysfs[PATH_MAX];
     /* Kept across nginx's binary upgrade, which scrubs the environment:
      * the executable and the variables the library was loaded with. */
     char exe[PATH_MAX];
-    char carried[8][PATH_MAX + 32];
+    char carried[9][PATH_MAX + 32];
     int n_carried;
 };
 

@@ -396,6 +396,7 @@ static void affinity_auto(struct ctx *c, const struct directive *d)
         for (long i = 0; i < c->ncpu && i < CPU_SETSIZE; i++)
             CPU_SET(i, &mask);
     }
+    c->out->auto_cpus = mask;
     CPU_ZERO(&c->w0);
     for (int i = 0; i < CPU_SETSIZE; i++) {
         if (CPU_ISSET(i, &mask)) {
@@ -680,8 +681,10 @@ void ma_ngx_predict(int argc, char *const argv[], const char *exe, long ncpu,
     c->master = -1;
     c->workers = -1;
     predict(c, argc, argv);
-    if (!out->place)
+    if (!out->place) {
         CPU_ZERO(&out->worker0);
+        CPU_ZERO(&out->auto_cpus);
+    }
     free(c);
     errno = saved;
 }

@@ -22,6 +22,9 @@ struct ma_ngx_prediction {
     bool place;         /* an nginx master will start, and worker 0 pins */
     cpu_set_t worker0;  /* worker 0's mask as nginx will ask for it (not
                            yet intersected with any allowed set) */
+    cpu_set_t auto_cpus; /* with "worker_cpu_affinity auto": the CPUs it
+                            deals out, worker i the i-th (wrapping); else
+                            empty */
     char reason[320];   /* why not; or, with place, where the mask is set */
     unsigned n_files;   /* configuration files read */
     char files[1024];   /* their names, ", "-separated, "..." if cut */

@@ -16,6 +16,7 @@
  * child between fork and its return is async-signal-safe.
  */
 #define _GNU_SOURCE
+#include "autocpus.h"
 #include "report.h"
 #include "state.h"
 
@@ -184,12 +185,15 @@ static void notice_own_mask(void)
 EXPORT int sched_setaffinity(pid_t pid, size_t size, const cpu_set_t *mask)
 {
     sched_setaffinity_fn *next;
+    cpu_set_t mapped;
     int rc;
     ensure_loaded();
     if (!(next = REAL(sched_setaffinity))) {
         errno = ENOSYS;
         return -1;
     }
+    if (pins_itself(pid) && ma_auto_mapped(size, mask, &mapped))
+        mask = &mapped;
     rc = next(pid, size, mask);
     if (may_report(rc) && pins_itself(pid))
         report_pin_keeping_errno();
@@ -375,6 +379,8 @@ static struct prefork prepare_fork(uint64_t asked_ns, bool reread)
     ma_memory_prefork();
     ma_brood_check_reaped(&brood, reaped);
     pf.place = ma_brood_place(&brood, reread, asked_ns);
+    if (pf.place.opened)
+        ma_auto_open_generation(reread);
     if (brood.n >= MA_MAX_CHILDREN) {
         warn_no_channel("too many children");
         return pf;
@@ -454,6 +460,7 @@ static void after_fork_in_child(struct prefork *pf)
     if (moved())
         REAL(sched_setaffinity)(0, sizeof self.original, &self.original);
     ma_memory_drop_policy();
+    ma_auto_forked(&pf->place);
     self.report = pf->child_end;
     self.listening = false;
     self.gave_up = false;

@@ -29,6 +29,7 @@ enum {
     OPT_SCOPE = 256,
     OPT_NO_MIGRATE,
     OPT_NO_EARLY,
+    OPT_AUTO_CPUSET,
     OPT_DRY_RUN,
     OPT_LOG,
     OPT_SYSFS,

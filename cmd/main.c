@@ -22,6 +22,8 @@ const char usage_text[] =
     "  --no-migrate     leave the master's memory where it is\n"
     "  --no-early       do not place the master at start from nginx's\n"
     "                   configuration; follow worker 0 when it pins\n"
+    "  --auto-cpuset    worker_cpu_affinity auto within the CPUs nginx may\n"
+    "                   use: worker i on the i-th allowed CPU\n"
     "  --dry-run        decide and log, change nothing\n"
     "  --log LEVEL      error, warn, notice (default), info, debug\n"
     "  --sysfs DIR      read the topology below DIR (absolute) instead of /sys\n"

@@ -19,6 +19,7 @@ static const struct option run_options[] = {
     {"scope", required_argument, NULL, OPT_SCOPE},
     {"no-migrate", no_argument, NULL, OPT_NO_MIGRATE},
     {"no-early", no_argument, NULL, OPT_NO_EARLY},
+    {"auto-cpuset", no_argument, NULL, OPT_AUTO_CPUSET},
     {"dry-run", no_argument, NULL, OPT_DRY_RUN},
     {"log", required_argument, NULL, OPT_LOG},
     {"sysfs", required_argument, NULL, OPT_SYSFS},
@@ -66,7 +67,7 @@ static const char *checked_sysfs(const char *v)
 
 struct run_settings {
     const char *scope, *log, *sysfs, *library;
-    bool no_migrate, no_early, dry_run;
+    bool no_migrate, no_early, auto_cpuset, dry_run;
 };
 
 static bool library_beside_executable(char *path)
@@ -247,6 +248,7 @@ static void export_settings(const struct run_settings *s)
     set_variable("MASTERAFF_SYSFS", s->sysfs);
     set_variable("MASTERAFF_MIGRATE", s->no_migrate ? "off" : NULL);
     set_variable("MASTERAFF_EARLY", s->no_early ? "off" : NULL);
+    set_variable("MASTERAFF_AUTO", s->auto_cpuset ? "cpuset" : NULL);
     set_variable("MASTERAFF_DRY_RUN", s->dry_run ? "1" : NULL);
 }
 
@@ -315,6 +317,9 @@ _Noreturn void run_command(int argc, char **argv)
             break;
         case OPT_NO_EARLY:
             s.no_early = true;
+            break;
+        case OPT_AUTO_CPUSET:
+            s.auto_cpuset = true;
             break;
         case OPT_DRY_RUN:
             s.dry_run = true;

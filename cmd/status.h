@@ -46,7 +46,7 @@ void add_children(struct table *t, pid_t master);
 
 /* The library's variables, in this order everywhere. */
 enum { VAR_SCOPE, VAR_MIGRATE, VAR_PROGRAMS, VAR_LOG, VAR_DRY_RUN, VAR_SYSFS,
-       VAR_EARLY, N_VARS };
+       VAR_EARLY, VAR_AUTO, N_VARS };
 extern const char *const var_names[N_VARS];
 
 struct library {

@@ -18,12 +18,12 @@
 const char *const var_names[N_VARS] = {
     "MASTERAFF_SCOPE", "MASTERAFF_MIGRATE", "MASTERAFF_PROGRAMS",
     "MASTERAFF_LOG",   "MASTERAFF_DRY_RUN", "MASTERAFF_SYSFS",
-    "MASTERAFF_EARLY"};
+    "MASTERAFF_EARLY", "MASTERAFF_AUTO"};
 
 /* The library's defaults (config.c). */
 static const char *const var_defaults[N_VARS] = {
     "package", "on", "nginx*,openresty*,angie*,freenginx*,tengine*",
-    "notice",  "0",  "/sys", "on"};
+    "notice",  "0",  "/sys", "on", "off"};
 
 /* An environment larger than this is not read whole: it is not one that
  * a service manager gives nginx. */

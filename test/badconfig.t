@@ -65,7 +65,7 @@ bad MASTERAFF_EARLY maybe on off
 # ---- good values: the master moves ----
 
 run_nginx MASTERAFF_SCOPE=package MASTERAFF_MIGRATE=off 'MASTERAFF_PROGRAMS=nginx*,uwsgi' \
-    MASTERAFF_LOG=notice MASTERAFF_DRY_RUN=0 MASTERAFF_SYSFS="$T/sys"
+    MASTERAFF_LOG=notice MASTERAFF_DRY_RUN=0 MASTERAFF_SYSFS="$T/sys" MASTERAFF_AUTO=off
 wait_for "[ \"\$(cpus_of $m)\" = 1 ]"
 is "$(cpus_of "$m")" 1 "a good value for every variable: master follows worker 0 to CPU 1"
 is "$(cat "$T/stderr")" "" "a good value for every variable: nothing on stderr"

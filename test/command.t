@@ -44,6 +44,7 @@ is "$(var LD_PRELOAD -- --scope node -- env)" "$LIBREAL" \
     "LD_PRELOAD is the library beside masteraff, as an absolute path"
 is "$(var MASTERAFF_MIGRATE -- --no-migrate env)" off "--no-migrate sets MASTERAFF_MIGRATE=off"
 is "$(var MASTERAFF_DRY_RUN -- --dry-run env)" 1 "--dry-run sets MASTERAFF_DRY_RUN=1"
+is "$(var MASTERAFF_AUTO -- --auto-cpuset env)" cpuset "--auto-cpuset sets MASTERAFF_AUTO=cpuset"
 is "$(var MASTERAFF_LOG -- --log=debug env)" debug "--log=debug sets MASTERAFF_LOG=debug"
 is "$(var MASTERAFF_SYSFS -- --sysfs /sys env)" /sys "--sysfs /sys sets MASTERAFF_SYSFS"
 is "$(env -i PATH="$PATH" "$MA" env | sed 's/=.*//' | sort | tr '\n' ' ')" "LD_PRELOAD PATH " \

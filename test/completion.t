@@ -22,6 +22,7 @@ comp() {
 is "$(comp "")" "status topology" "masteraff <TAB>: the commands"
 is "$(comp st)" "status" "masteraff st<TAB>: status"
 is "$(comp --s)" "--scope --sysfs" "options"
+is "$(comp --a)" "--auto-cpuset" "--auto-cpuset"
 is "$(comp --scope n)" "node" "--scope's values"
 is "$(comp --log "")" "debug error info notice warn" "--log's values"
 is "$(comp status --)" "--check --help --json --prometheus --sysfs --textfile" "status's options"

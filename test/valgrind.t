@@ -4,7 +4,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "1..0 # SKIP no valgrind"; exit 0; }
 n=0 failed=0
-for t in test/t_cpulist test/t_topology test/t_brood test/t_nginxconf; do
+for t in test/t_cpulist test/t_topology test/t_brood test/t_nginxconf test/t_autocpus; do
     n=$((n + 1))
     [ -x "$t" ] || { echo "not ok $n - $t is not built"; failed=1; continue; }
     if valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=all \
