@@ -18,7 +18,7 @@ LDLIBS = -ldl -pthread
 
 LIB = libmasteraff.so
 LIB_SRC = shim.c decide.c listener.c state.c config.c memory.c affinity.c \
-	nginxconf.c early.c
+	nginxconf.c early.c cpuset.c
 LIB_HDR = affinity.h internal.h nginxconf.h state.h
 
 CMD = masteraff
