@@ -484,6 +484,23 @@ static bool cpuset_target(const cpu_set_t *worker, cpu_set_t *target,
     return true;
 }
 
+/* A master that follows worker 0 within the new CPUs takes its memory
+ * there (a shrink may have sent it back to its original mask, and its
+ * memory policy with it); one that can no longer follow drops the policy.
+ * Returns the line's account of it. */
+static const char *memory_after_cpuset(const cpu_set_t *worker,
+                                       bool goes_by_worker)
+{
+    static char text[4096];
+    text[0] = '\0';
+    if (worker && !goes_by_worker)
+        ma_memory_restore();
+    else if (goes_by_worker && !self.start_pending)
+        snprintf(text, sizeof text, "; %s",
+                 ma_memory_follow(&brood.lead_mask));
+    return text;
+}
+
 /* The kernel rewrote the master's mask (now) because its cpuset's CPUs
  * changed to cpus: not the program's doing. Those CPUs bound its original
  * mask from now on, and the master is placed within them as before. */
@@ -511,16 +528,14 @@ static void follow_cpuset(const cpu_set_t *cpus, const cpu_set_t *now)
         return;
     if (self.start_pending)
         start.target = target;
-    /* Its memory stays with worker 0's node while it goes by worker 0. */
-    if (worker && !goes_by_worker)
-        ma_memory_restore();
     ma_log(MA_LOG_NOTICE, "%smaster %d: the cpuset changed to %s (was %s): "
-           "its original mask is CPUs %s now; master %s CPUs %s %s",
+           "its original mask is CPUs %s now; master %s CPUs %s %s%s",
            ma_cfg.dry_run ? "dry run: " : "", getpid(),
            ma_cpulist_text(cpus, set, sizeof set), was,
            ma_cpulist_text(&self.original, orig, sizeof orig),
            stays ? "stays on" : "->",
-           ma_cpulist_text(&target, where, sizeof where), says);
+           ma_cpulist_text(&target, where, sizeof where), says,
+           memory_after_cpuset(worker, goes_by_worker));
 }
 
 /* A mask of the master's that the library did not give is either the
