@@ -21,6 +21,9 @@ fi
 UNIFIED=/sys/fs/cgroup/unified
 mountpoint -q "$UNIFIED" || mount -t cgroup2 none "$UNIFIED" 2>/dev/null ||
     skip_all "no cgroup2 mount at $UNIFIED, and none can be made"
+# The fake tree first: test/mktree is a script, which would start with
+# no reachable working directory below.
+make_twopkg
 # The v1 hierarchy stays reachable from the working directory only.
 cd "$V1" && umount -l "$V1" || skip_all "cannot hide the v1 cpuset mount"
 V1=. CG=./$CG_NAME
