@@ -196,7 +196,7 @@ const char *ma_scope_choices(void)
  * which opening can make act) is refused before it is opened, and the
  * open itself never waits: the start runs it before main(), the listener
  * under the lock every fork takes. */
-static int open_regular(const char *path)
+int ma_open_regular(const char *path)
 {
     struct stat st;
     int fd;
@@ -237,7 +237,7 @@ static int read_sysfs(char *buf, size_t len, const char *root,
         errno = ENAMETOOLONG;
         return -1;
     }
-    fd = open_regular(path);
+    fd = ma_open_regular(path);
     if (fd < 0)
         return -1;
     got = read(fd, buf, len - 1);

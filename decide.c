@@ -111,6 +111,8 @@ static int place_master(const cpu_set_t *target)
         return -1;
     }
     self.placed = *target;
+    if (!ma_cfg.dry_run)
+        self.asked = *target;
     return 0;
 }
 
@@ -292,6 +294,7 @@ void ma_place_at_start(int argc, char **argv)
     }
     self.original = original;
     self.placed = e->target;
+    self.asked = ma_cfg.dry_run ? original : e->target;
     self.start_pending = true;
     start.pid = getpid();
     start.worker0 = e->worker0;
@@ -378,33 +381,191 @@ void ma_check_pins_if_due(void)
            PIN_WAIT_NS / 1000000000ULL);
 }
 
-/* Acts on the leader choice after any event. */
 /* The master's main thread is not on the mask the library gave it: the
  * program set its own, or an administrator did (taskset -p). That mask is
  * the master's from now on: sched_getaffinity reads it, its children
  * inherit it, and the library moves the master, and its memory, no more:
  * an explicit mask wins over following worker 0. */
-void ma_check_own_mask(void)
+static void take_own_mask(const cpu_set_t *now)
 {
     static char cpus[4096], given[4096];
-    cpu_set_t now;
-    /* A dry run gives no mask: it only says which. */
-    if (self.mask_taken || ma_cfg.dry_run ||
-        REAL(sched_getaffinity)(getpid(), sizeof now, &now) < 0 ||
-        CPU_EQUAL(&now, &self.placed))
-        return;
     ma_log(MA_LOG_NOTICE, "master %d is on CPUs %s, not the CPUs %s it was "
            "given: its mask was set by the program or an administrator, and "
            "the library no longer moves it or its memory", getpid(),
-           ma_cpulist_text(&now, cpus, sizeof cpus),
+           ma_cpulist_text(now, cpus, sizeof cpus),
            ma_cpulist_text(&self.placed, given, sizeof given));
-    self.original = self.placed = now;
+    self.original = self.placed = self.asked = *now;
     self.mask_taken = true;
     self.start_pending = false;
     touch_up_at = 0;
     ma_memory_restore();
 }
 
+static bool within(const cpu_set_t *a, const cpu_set_t *b)
+{
+    cpu_set_t both;
+    CPU_AND(&both, a, b);
+    return CPU_EQUAL(&both, a);
+}
+
+/* Whether mask is what the kernel makes of the master's when its cpuset's
+ * CPUs become cpus: the mask last asked for, within them, or all of them
+ * when none of it is left (kernels before 6.2 give all of them always). */
+static bool rewritten_by_kernel(const cpu_set_t *mask, const cpu_set_t *cpus)
+{
+    cpu_set_t kept;
+    CPU_AND(&kept, &self.asked, cpus);
+    return CPU_EQUAL(mask, cpus) ||
+           (CPU_COUNT(&kept) > 0 && CPU_EQUAL(mask, &kept));
+}
+
+/* The original mask once the cpuset's CPUs are cpus, as the kernel would
+ * have made it for the master without the library: all of them for a
+ * master that had all of the old ones, else what is left of its narrower
+ * mask, or all of them when nothing is. */
+static void original_within(const cpu_set_t *cpus)
+{
+    cpu_set_t kept;
+    CPU_AND(&kept, &self.original, cpus);
+    if (CPU_EQUAL(&self.original, &self.cpuset) || CPU_COUNT(&kept) == 0)
+        self.original = *cpus;
+    else
+        self.original = kept;
+}
+
+/* The worker the master goes by within its new original mask: worker 0
+ * as the configuration says, for a placement at start it has not
+ * confirmed, else the leader it follows, else none. */
+static const cpu_set_t *worker_gone_by(void)
+{
+    if (self.start_pending)
+        return &start.worker0;
+    if (brood.following && CPU_COUNT(&self.handled) > 0)
+        return &brood.lead_mask;
+    return NULL;
+}
+
+/* Where the master goes once the cpuset changed, and the words that say
+ * it: worker's unit within the new original mask, or the mask itself.
+ * Returns whether it goes by the worker. */
+static bool cpuset_target(const cpu_set_t *worker, cpu_set_t *target,
+                          char *says, size_t len)
+{
+    static char lead[4096];
+    char units[512];
+    cpu_set_t in;
+
+    *target = self.original;
+    if (!worker) {
+        snprintf(says, len, "(its original mask), with no worker to follow");
+        return false;
+    }
+    ma_cpulist_text(worker, lead, sizeof lead);
+    CPU_AND(&in, worker, &self.original);
+    if (CPU_COUNT(&in) == 0) {
+        snprintf(says, len, "(its original mask): worker %d's CPUs %s are "
+                 "outside it", self.start_pending ? 0 : brood.lead_pid, lead);
+        return false;
+    }
+    if (ma_place_for(ma_cfg.sysfs, ma_cfg.scope, &topology, &in,
+                     &self.original, target, units, sizeof units) < 0) {
+        *target = self.original;
+        snprintf(says, len, "(its original mask): cannot read the %s of "
+                 "CPUs %s under %s", ma_scope_name(ma_cfg.scope), lead,
+                 ma_cfg.sysfs);
+        return false;
+    }
+    if (self.start_pending)
+        snprintf(says, len, "(%s), placed there at start for worker 0 on "
+                 "CPUs %s", units, lead);
+    else
+        snprintf(says, len, "(%s), following worker %d on CPUs %s", units,
+                 brood.lead_pid, lead);
+    return true;
+}
+
+/* A master that follows worker 0 within the new CPUs takes its memory
+ * there (a shrink may have sent it back to its original mask, and its
+ * memory policy with it); one that can no longer follow drops the policy.
+ * Returns the line's account of it. */
+static const char *memory_after_cpuset(const cpu_set_t *worker,
+                                       bool goes_by_worker)
+{
+    static char text[4096];
+    text[0] = '\0';
+    if (worker && !goes_by_worker)
+        ma_memory_restore();
+    else if (goes_by_worker && !self.start_pending)
+        snprintf(text, sizeof text, "; %s",
+                 ma_memory_follow(&brood.lead_mask));
+    return text;
+}
+
+/* The kernel rewrote the master's mask (now) because its cpuset's CPUs
+ * changed to cpus: not the program's doing. Those CPUs bound its original
+ * mask from now on, and the master is placed within them as before. */
+static void follow_cpuset(const cpu_set_t *cpus, const cpu_set_t *now)
+{
+    static char set[4096], was[4096], orig[4096], where[4096], says[9000];
+    const cpu_set_t *worker;
+    cpu_set_t target;
+    bool stays, goes_by_worker;
+
+    ma_cpulist_text(&self.cpuset, was, sizeof was);
+    /* While the library asks for nothing but the original mask, the
+     * kernel's mask is the program's own, as the kernel left it. */
+    if (CPU_EQUAL(&self.asked, &self.original) || ma_cfg.dry_run)
+        self.original = *now;
+    else
+        original_within(cpus);
+    self.cpuset = *cpus;
+    if (!ma_cfg.dry_run)
+        self.placed = *now;
+    worker = worker_gone_by();
+    goes_by_worker = cpuset_target(worker, &target, says, sizeof says);
+    stays = CPU_EQUAL(&target, &self.placed);
+    if (!stays && place_master(&target) < 0)
+        return;
+    if (self.start_pending)
+        start.target = target;
+    ma_log(MA_LOG_NOTICE, "%smaster %d: the cpuset changed to %s (was %s): "
+           "its original mask is CPUs %s now; master %s CPUs %s %s%s",
+           ma_cfg.dry_run ? "dry run: " : "", getpid(),
+           ma_cpulist_text(cpus, set, sizeof set), was,
+           ma_cpulist_text(&self.original, orig, sizeof orig),
+           stays ? "stays on" : "->",
+           ma_cpulist_text(&target, where, sizeof where), says,
+           memory_after_cpuset(worker, goes_by_worker));
+}
+
+/* A mask of the master's that the library did not give is either the
+ * kernel's, rewritten because the cpuset's CPUs changed since the library
+ * last looked, or the program's or an administrator's. */
+void ma_check_own_mask(const cpu_set_t *cpuset)
+{
+    cpu_set_t now;
+    if (self.mask_taken ||
+        REAL(sched_getaffinity)(getpid(), sizeof now, &now) < 0)
+        return;
+    if (cpuset && !(self.cpuset_seen && CPU_EQUAL(cpuset, &self.cpuset))) {
+        /* Outside the cpuset, the mask is one the kernel has yet to
+         * rewrite: looked at again next time. */
+        if (!within(&now, cpuset))
+            return;
+        if (!self.cpuset_seen) {
+            self.cpuset = *cpuset;
+            self.cpuset_seen = true;
+        } else if (rewritten_by_kernel(&now, cpuset)) {
+            return follow_cpuset(cpuset, &now);
+        }
+    }
+    /* A dry run gives no mask: it only says which. */
+    if (ma_cfg.dry_run || CPU_EQUAL(&now, &self.placed))
+        return;
+    take_own_mask(&now);
+}
+
+/* Acts on the leader choice after any event. */
 void ma_apply_decision(void)
 {
     cpu_set_t target;

@@ -27,6 +27,11 @@ static inline int ma_fstat(int fd, struct stat *st)
     return (int)syscall(SYS_newfstatat, fd, "", st, AT_EMPTY_PATH);
 }
 
+/* Opens a file to read only if it is a regular file, without waiting
+ * (a FIFO or a device is refused with EINVAL). Returns the descriptor,
+ * close-on-exec, or -1 with errno. */
+int ma_open_regular(const char *path);
+
 /* One entry of the getdents64 system call's buffer, as the kernel lays it
  * out. The call itself, not libc's getdents64: musl declares its own with
  * struct dirent, and from 1.2.4 only under _LARGEFILE64_SOURCE. */

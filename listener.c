@@ -159,6 +159,7 @@ static void stop_listener(int err)
 static void *listener(void *arg)
 {
     struct epoll_event ev[32];
+    cpu_set_t cpuset;
     int timeout = -1;
     (void)arg;
     listener_tid = gettid();
@@ -166,6 +167,9 @@ static void *listener(void *arg)
     for (;;) {
         int n = epoll_wait(self.epoll.fd, ev, 32, timeout);
         int err = n < 0 && errno != EINTR ? errno : 0;
+        /* Read before the lock: a worker's report is followed within the
+         * cpuset as it is now. */
+        bool known = ma_cpuset_cpus(&cpuset, NULL) == 0;
         pthread_mutex_lock(&lock);
         if (!is_master()) { /* a fork found the descriptors gone */
             self.listening = false;
@@ -178,6 +182,7 @@ static void *listener(void *arg)
             return NULL;
         }
         drain_wake();
+        ma_check_own_mask(known ? &cpuset : NULL);
         read_ready(ev, n);
         if (n == 0)
             ma_apply_decision();

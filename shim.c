@@ -161,17 +161,25 @@ static void report_pin_keeping_errno(void)
     errno = e;
 }
 
+static void not_the_programs_reads(unsigned reads);
+
 /* A master whose main thread's mask is no longer the library's takes it
- * for its own (decide.c). Under the lock: the listener may be moving the
- * master just then. */
+ * for its own, unless a change of its cpuset explains it (decide.c). The
+ * cpuset is read before the lock; the check is made under it: the
+ * listener may be moving the master just then. */
 static bool master_mask_checked(void)
 {
     int e = errno;
+    cpu_set_t cpuset;
+    unsigned reads;
+    bool known;
     if (!ma_cfg.active || !in_own_process() || !is_master())
         return false;
+    known = ma_cpuset_cpus(&cpuset, &reads) == 0;
     pthread_mutex_lock(&lock);
+    not_the_programs_reads(reads);
     if (is_master())
-        ma_check_own_mask();
+        ma_check_own_mask(known ? &cpuset : NULL);
     errno = e;
     return true;
 }
@@ -281,7 +289,7 @@ static bool become_master(void)
             ma_give_up("cannot read its own affinity", errno);
             return false;
         }
-        self.placed = self.original;
+        self.placed = self.asked = self.original;
     }
     CPU_ZERO(&self.handled);
     self.epoll = ma_own(epoll_create1(EPOLL_CLOEXEC));
@@ -366,7 +374,8 @@ static bool reaped(pid_t pid)
            errno == ECHILD;
 }
 
-static struct prefork prepare_fork(uint64_t asked_ns, bool reread)
+static struct prefork prepare_fork(uint64_t asked_ns, bool reread,
+                                   const cpu_set_t *cpuset)
 {
     struct prefork pf = {.master_end = NO_FD, .child_end = NO_FD};
     long missing;
@@ -374,7 +383,7 @@ static struct prefork prepare_fork(uint64_t asked_ns, bool reread)
     drop_orphan_channel();
     if (!become_master() || !still_master())
         return pf;
-    ma_check_own_mask();
+    ma_check_own_mask(cpuset);
     ma_drain_channels();
     ma_memory_prefork();
     ma_brood_check_reaped(&brood, reaped);
@@ -461,11 +470,12 @@ static void after_fork_in_child(struct prefork *pf)
         REAL(sched_setaffinity)(0, sizeof self.original, &self.original);
     ma_memory_drop_policy();
     ma_auto_forked(&pf->place);
+    ma_cpuset_after_fork();
     self.report = pf->child_end;
     self.listening = false;
     self.gave_up = false;
     self.warned_channel = false;
-    self.placed = self.original;
+    self.placed = self.asked = self.original;
     self.start_pending = false;
     self.mask_taken = false;
     listener_tid = 0;
@@ -560,12 +570,23 @@ static bool reread_since(const struct fork_mark *now)
     return now->waits > last_fork.waits;
 }
 
+/* Reads the library made in this thread since its last fork (the cpuset,
+ * when the master checks its mask) are not the program's. Under the
+ * lock. */
+static void not_the_programs_reads(unsigned reads)
+{
+    if (last_fork.tid == gettid() && last_fork.reads >= 0)
+        last_fork.reads += reads;
+}
+
 EXPORT pid_t fork(void)
 {
     struct prefork pf;
     int saved_errno = errno;
     uint64_t asked;
     struct fork_mark called;
+    cpu_set_t cpuset;
+    bool cpuset_known;
     fork_fn *next;
     pid_t pid;
 
@@ -583,8 +604,11 @@ EXPORT pid_t fork(void)
      * program's. */
     asked = now_ns();
     called = fork_mark_now();
+    /* Its reads come after the mark: not counted as the program's. */
+    cpuset_known = ma_cpuset_cpus(&cpuset, NULL) == 0;
     ma_lock_for_fork();
-    pf = prepare_fork(asked, reread_since(&called));
+    pf = prepare_fork(asked, reread_since(&called),
+                      cpuset_known ? &cpuset : NULL);
     errno = saved_errno;
     pid = next();
     saved_errno = errno;
@@ -613,6 +637,8 @@ static void carry_on_as_master(void)
         REAL(sched_setaffinity)(0, sizeof start.target, &start.target) < 0)
         return;
     self.placed = start.target;
+    if (!ma_cfg.dry_run)
+        self.asked = start.target;
     self.start_pending = true;
     start.pid = getpid();
     ma_memory_prefer_at_start(start.node);

@@ -68,6 +68,10 @@ struct ma_self {
     struct owned_fd wake; /* an eventfd in that set: a fork wakes the listener */
     cpu_set_t original;
     cpu_set_t placed;  /* the mask the master was last given */
+    cpu_set_t asked;   /* the mask last asked of the kernel for its threads,
+                          which the kernel keeps within a changed cpuset */
+    cpu_set_t cpuset;  /* its cpuset's CPUs when the library last looked */
+    bool cpuset_seen;
     cpu_set_t handled; /* the leader mask last followed or refused */
     bool start_pending; /* placed at start, worker 0 not seen yet */
     bool mask_taken;    /* the program or an administrator set the master's
@@ -163,7 +167,10 @@ void ma_apply_decision(void);
  * first child of a start or reload, the check that a child pinned. */
 void ma_plan_touch_up(void);
 void ma_plan_pin_check(const struct ma_place *place);
-void ma_check_own_mask(void);
+/* Whether the master's mask is still the library's: a cpuset change
+ * (cpuset, the CPUs read outside the lock, or NULL when unknown) is
+ * followed, a mask the program or an administrator set is taken. */
+void ma_check_own_mask(const cpu_set_t *cpuset);
 
 /* The timed decisions, when due. */
 void ma_touch_up_if_due(void);
@@ -175,6 +182,17 @@ uint64_t ma_decisions_due(void);
 /* In a child between fork and return: forgets the parent's plans.
  * Async-signal-safe. */
 void ma_decisions_forget(void);
+
+/* ---- cpuset.c: the CPUs of the process's cpuset ---- */
+
+/* Reads them, outside the lock. Returns 0, or -1 when they cannot be
+ * read (no cgroup file system, no cpuset controller). *reads, if not
+ * NULL, is set to the read system calls it made. */
+int ma_cpuset_cpus(cpu_set_t *out, unsigned *reads);
+
+/* In a child between fork and return: the reader's mutex unlocked.
+ * Async-signal-safe. */
+void ma_cpuset_after_fork(void);
 
 /* ---- listener.c: the thread that reads the children's channels ---- */
 

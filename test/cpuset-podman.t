@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The issue's case in a podman container: Debian's nginx (this machine's
+# own, the container's root an overlay of /) with the library, in a
+# one-CPU container (--cpuset-cpus 0) without worker_cpu_affinity;
+# `podman update --cpuset-cpus 0-1`, then a reload with worker_cpu_affinity
+# 10 01: the master follows worker 0 to CPU 1 (package 1 of the fake
+# tree). Then `podman update --cpuset-cpus 0` and a reload: the master is
+# on CPU 0, its new original mask. Inside, the cgroup's cpuset is the
+# container's own mount of the hierarchy (its root the container's
+# cgroup). Skipped where podman cannot run a container or update one.
+. "$(dirname "$0")/lib.sh"
+PORT=18239
+[ "$(id -u)" = 0 ] || skip_all "not root (podman's store)"
+for p in podman runc; do
+    command -v "$p" >/dev/null || skip_all "no $p"
+done
+taskset -c 0,1 true 2>/dev/null || skip_all "CPUs 0 and 1 are not both available here"
+
+C=masteraff-cpuset-$$
+podman_cleanup() {
+    podman rm -f -t 0 "$C" >/dev/null 2>&1
+    rm -rf "$T"
+}
+trap podman_cleanup EXIT
+trap 'exit 1' INT TERM HUP PIPE
+
+# As test/image.t: runc (crun refuses this host's mixed cgroup setup), and
+# the nofile limit no higher than the hard one.
+cat >"$T/containers.conf" <<CONF
+[containers]
+default_ulimits = ["nofile=$(ulimit -Hn):$(ulimit -Hn)", "nproc=32768:32768"]
+[engine]
+runtime = "runc"
+CONF
+export CONTAINERS_CONF=$T/containers.conf
+
+make_twopkg
+write_conf "" "daemon off;"
+chmod a+rx "$T"
+podman run -d --name "$C" --network none --cpuset-cpus 0 \
+    -v "$T:$T" -v "$SRCDIR:$SRCDIR:ro" \
+    -e LD_PRELOAD="$LIB" -e MASTERAFF_SYSFS="$T/sys" \
+    --rootfs /:O "$NGINX" -c "$T/nginx.conf" >/dev/null 2>"$T/err" ||
+    skip_all "podman cannot run a container here: $(tail -1 "$T/err")"
+m=$(podman inspect -f '{{.State.Pid}}' "$C")
+ctr_workers() { children_of "$m" worker | tr '\n' ' ' | sed 's/ $//'; }
+wait_for "[ \$(ctr_workers | wc -w) -eq 2 ]"
+ok $? "nginx runs in the container, with two workers"
+is "$(cpus_of "$m")" 0 "the master is on the container's CPU 0"
+
+podman update --cpuset-cpus 0-1 "$C" >/dev/null 2>"$T/err" ||
+    skip_all "podman cannot update a container's cpuset here: $(tail -1 "$T/err")"
+wait_for "[ \"\$(cpus_of $m)\" = 0-1 ]"
+ok $? "podman update --cpuset-cpus 0-1: the kernel widens the master's mask"
+
+# ctr_reload AFFINITY CPU0 CPU1: a reload; the new workers pinned, the old gone.
+ctr_reload() {
+    local old list
+    write_conf "${1:+$1}" "daemon off;"
+    old=$(ctr_workers)
+    kill -HUP "$m"
+    wait_for "list=\$(for p in \$(ctr_workers); do case ' $old ' in *\" \$p \"*) ;; *) echo \$p ;; esac; done) && [ \$(echo \$list | wc -w) -eq 2 ]" &&
+        wait_for "set -- \$list && [ \"\$(cpus_of \$1)\" = $2 ] && [ \"\$(cpus_of \$2)\" = $3 ]" &&
+        wait_for "[ \$(ctr_workers | wc -w) -eq 2 ]"
+}
+
+lines() { grep -a 'masteraff: ' "$T/error.log"; }
+said() {
+    local text=$1
+    wait_for 'lines | grep -qF -- "$text"' 10
+    ok $? "$2"
+    lines | grep -qF -- "$text" || { diag "no line with: $text"; lines | sed 's/^/#   /'; }
+}
+
+ctr_reload "10 01" 1 0
+ok $? "a reload with worker_cpu_affinity 10 01 pins worker 0 on CPU 1"
+wait_for "[ \"\$(cpus_of $m)\" = 1 ]"
+ok $? "the master follows worker 0 to CPU 1 (package 1)"
+said "the cpuset changed to 0-1 (was 0): its original mask is CPUs 0-1 now" \
+    "one line says the container's cpuset changed"
+
+podman update --cpuset-cpus 0 "$C" >/dev/null
+wait_for "[ \"\$(cpus_of $m)\" = 0 ]"
+ok $? "podman update --cpuset-cpus 0: the kernel moves the master to CPU 0"
+ctr_reload "" 0 0
+ok $? "a reload without worker_cpu_affinity"
+said "the cpuset changed to 0 (was 0-1): its original mask is CPUs 0 now" \
+    "one line says the cpuset shrank"
+! lines | grep -q 'set by the program or an administrator'
+ok $? "the mask is never taken for the program's"
+podman stop -t 10 "$C" >/dev/null
+ok $? "podman stop"
+done_testing
