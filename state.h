@@ -62,7 +62,8 @@ struct ma_self {
     pid_t parent;      /* who the channel leads to */
     bool listening;    /* its listener thread runs */
     bool gave_up;      /* could not become a master; logged once */
-    bool warned_channel;
+    unsigned warned_gen; /* the generation whose children got no channel,
+                            said; 0: none */
     /* A master's listener waits on `epoll`, a set of two entries: `wake`,
      * an eventfd by which a fork wakes it, and `channels`, the set of the
      * channels to its children. Telling the sets from the program's reads
