@@ -1,7 +1,7 @@
 /* libmasteraff: the master's listener. One thread, started after the
  * master's first fork, that blocks every signal (a process-directed signal
- * must reach the program's own threads) and waits in epoll on the set of
- * the children's channels and the eventfd that wakes it. It reads each report
+ * must reach the program's own threads) and waits in epoll on the
+ * children's channels and the eventfd that wakes it. It reads each report
  * or death and hands it to the brood and the decisions (decide.c), and
  * runs the timed decisions when due. It reads the master's topology ahead,
  * one CPU at a time.
@@ -23,7 +23,7 @@ void ma_stop_listening(struct ma_child *c)
 {
     if (!ma_channel_is_ours(c))
         return;
-    epoll_ctl(self.channels.fd, EPOLL_CTL_DEL, c->fd, NULL);
+    epoll_ctl(self.epoll.fd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
 }
 
@@ -81,7 +81,8 @@ static void read_channel(int fd)
 static void read_ready(const struct epoll_event *ev, int n)
 {
     for (int i = 0; i < n; i++)
-        read_channel(ev[i].data.fd);
+        if (ev[i].data.u64 != MA_WAKE_MARK)
+            read_channel(ev[i].data.fd);
 }
 
 /* Before a fork: what children said (or their deaths) up to now, all of
@@ -92,7 +93,7 @@ void ma_drain_channels(void)
     struct epoll_event ev[32];
     int n, rounds = MA_MAX_CHILDREN / 32 + 2;
     do {
-        n = epoll_wait(self.channels.fd, ev, 32, 0);
+        n = epoll_wait(self.epoll.fd, ev, 32, 0);
         read_ready(ev, n);
     } while (n == 32 && --rounds > 0);
 }
@@ -154,23 +155,15 @@ static void stop_listener(int err)
         ma_give_up("stopped listening to children", err);
 }
 
-/* One batch of what the children said: what is left keeps the channel set
- * ready, and the listener takes it after letting waiting forks go. */
-static void read_some_channels(void)
-{
-    struct epoll_event ev[32];
-    read_ready(ev, epoll_wait(self.channels.fd, ev, 32, 0));
-}
-
 static void *listener(void *arg)
 {
-    struct epoll_event ev[2];
+    struct epoll_event ev[32];
     int timeout = -1;
     (void)arg;
     listener_tid = gettid();
     read_topology();
     for (;;) {
-        int n = epoll_wait(self.epoll.fd, ev, 2, timeout);
+        int n = epoll_wait(self.epoll.fd, ev, 32, timeout);
         int err = n < 0 && errno != EINTR ? errno : 0;
         pthread_mutex_lock(&lock);
         if (!is_master()) { /* a fork found the descriptors gone */
@@ -184,7 +177,7 @@ static void *listener(void *arg)
             return NULL;
         }
         drain_wake();
-        read_some_channels();
+        read_ready(ev, n);
         if (n == 0)
             ma_apply_decision();
         ma_touch_up_if_due();

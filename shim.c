@@ -252,26 +252,16 @@ static void drop_orphan_channel(void)
         ma_release(&self.report);
 }
 
-/* Adds fd to the listener's set under mark. */
-static bool watch(int fd, uint64_t mark)
+static bool make_wake_fd(void)
 {
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = mark};
-    return fd >= 0 && epoll_ctl(self.epoll.fd, EPOLL_CTL_ADD, fd, &ev) == 0;
-}
-
-/* The eventfd that wakes the listener and the set of the channels, both
- * in the listener's set. */
-static bool make_wake_and_channels(void)
-{
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = MA_WAKE_MARK};
     self.wake = ma_own(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!watch(self.wake.fd, MA_WAKE_MARK))
-        return false;
-    self.channels = ma_own(epoll_create1(EPOLL_CLOEXEC));
-    return watch(self.channels.fd, MA_CHANNELS_MARK);
+    return self.wake.fd >= 0 &&
+           epoll_ctl(self.epoll.fd, EPOLL_CTL_ADD, self.wake.fd, &ev) == 0;
 }
 
-/* The first fork makes a master: its original mask, its epoll sets and
- * the eventfd that wakes its listener. The listener thread comes after the fork,
+/* The first fork makes a master: its original mask, its epoll set and the
+ * eventfd that wakes its listener. The listener thread comes after the fork,
  * in the parent only: a thread created before it would leave glibc's
  * thread signal handlers installed in a child that itself never has one. */
 static bool become_master(void)
@@ -293,21 +283,17 @@ static bool become_master(void)
         ma_give_up("cannot create its epoll set", errno);
         return false;
     }
-    if (!make_wake_and_channels()) {
+    if (!make_wake_fd()) {
         int e = errno;
-        ma_close_keeping_errno(self.epoll.fd);
-        ma_close_keeping_errno(self.wake.fd);
-        ma_close_keeping_errno(self.channels.fd);
-        self.epoll.fd = self.wake.fd = self.channels.fd = -1;
-        ma_give_up("cannot create its eventfd and channel set", e);
+        ma_stop_being_master();
+        ma_give_up("cannot create its eventfd", e);
         return false;
     }
     /* Its descriptors are told from the program's by /proc/self/fdinfo. */
     if (!ma_epoll_is_ours()) {
         ma_close_keeping_errno(self.epoll.fd);
         ma_close_keeping_errno(self.wake.fd);
-        ma_close_keeping_errno(self.channels.fd);
-        self.epoll.fd = self.wake.fd = self.channels.fd = -1;
+        self.epoll.fd = self.wake.fd = -1;
         ma_give_up("cannot read its epoll set's /proc/self/fdinfo", ENOENT);
         return false;
     }
@@ -458,7 +444,7 @@ static bool listen_to(const struct owned_fd *channel, pid_t pid,
         return false;
     c->fd_dev = channel->dev;
     c->fd_ino = channel->ino;
-    if (epoll_ctl(self.channels.fd, EPOLL_CTL_ADD, channel->fd, &ev) == 0)
+    if (epoll_ctl(self.epoll.fd, EPOLL_CTL_ADD, channel->fd, &ev) == 0)
         return true;
     ma_brood_forget(&brood, c);
     return false;

@@ -14,8 +14,7 @@
 #include <sys/stat.h>
 
 struct ma_real real;
-struct ma_self self = {.report = NO_FD, .epoll = NO_FD, .wake = NO_FD,
-                       .channels = NO_FD};
+struct ma_self self = {.report = NO_FD, .epoll = NO_FD, .wake = NO_FD};
 struct ma_brood brood;
 struct ma_start start;
 struct ma_topology topology;
@@ -134,19 +133,16 @@ static bool set_holds(int set, int fd, uint64_t data)
 /* Every epoll set shares one inode, and so does every eventfd: fstat
  * cannot tell the library's from a program's that took their numbers
  * after closing them. The kernel lists a set's entries in its fdinfo: the
- * library's set is the one that holds the library's eventfd's number and
- * its channel set's number under the library's marks (an entry goes when
- * its file closes, so the numbers are still those files). Reading it
- * modifies nothing of the program's, and costs the same with any number
- * of children: the channels are in the other set. A process without /proc
- * cannot tell: the descriptors are not taken for the library's. */
+ * library's set is the one that holds the library's eventfd's number under
+ * the library's mark (an entry goes when its file closes, so the number is
+ * still that eventfd). Reading it modifies nothing of the program's. A
+ * process without /proc cannot tell: the descriptors are not taken for the
+ * library's. */
 bool ma_epoll_is_ours(void)
 {
     int e = errno;
     bool ours = self.epoll.fd >= 0 && self.wake.fd >= 0 &&
-                self.channels.fd >= 0 &&
-                set_holds(self.epoll.fd, self.wake.fd, MA_WAKE_MARK) &&
-                set_holds(self.epoll.fd, self.channels.fd, MA_CHANNELS_MARK);
+                set_holds(self.epoll.fd, self.wake.fd, MA_WAKE_MARK);
     errno = e;
     return ours;
 }
@@ -178,16 +174,13 @@ void ma_stop_being_master(void)
         if (ma_channel_is_ours(&brood.kids[i]))
             ma_close_keeping_errno(brood.kids[i].fd);
     brood.n = 0;
-    /* The eventfd and the channel set are the library's while its set
-     * holds them. */
+    /* The eventfd is the library's while its set holds it. */
     if (ma_epoll_is_ours()) {
         ma_close_keeping_errno(self.epoll.fd);
         ma_close_keeping_errno(self.wake.fd);
-        ma_close_keeping_errno(self.channels.fd);
     }
     self.epoll.fd = -1;
     self.wake.fd = -1;
-    self.channels.fd = -1;
 }
 
 /* The listener reckons its next timeout itself after each event: only

@@ -64,13 +64,8 @@ struct ma_self {
     bool gave_up;      /* could not become a master; logged once */
     unsigned warned_gen; /* the generation whose children got no channel,
                             said; 0: none */
-    /* A master's listener waits on `epoll`, a set of two entries: `wake`,
-     * an eventfd by which a fork wakes it, and `channels`, the set of the
-     * channels to its children. Telling the sets from the program's reads
-     * the small set's fdinfo, whose cost does not grow with the children. */
-    struct owned_fd epoll;
-    struct owned_fd wake;
-    struct owned_fd channels;
+    struct owned_fd epoll; /* a master's set of channels to its children */
+    struct owned_fd wake; /* an eventfd in that set: a fork wakes the listener */
     cpu_set_t original;
     cpu_set_t placed;  /* the mask the master was last given */
     cpu_set_t handled; /* the leader mask last followed or refused */
@@ -136,11 +131,9 @@ struct owned_fd ma_own(int fd);
 bool ma_same_file(int fd, dev_t dev, ino_t ino);
 bool ma_is_ours(const struct owned_fd *o);
 void ma_release(struct owned_fd *o);
-/* The data of the eventfd's and the channel set's entries in the
- * library's epoll set ("masteraf", "ma-chans"): no entry of the program's
- * under their numbers carries them. */
+/* The data of the eventfd's entry in the library's epoll set ("masteraf"):
+ * no entry of the program's under the eventfd's number carries it. */
 #define MA_WAKE_MARK 0x6d61737465726166ULL
-#define MA_CHANNELS_MARK 0x6d612d6368616e73ULL
 bool ma_epoll_is_ours(void);
 bool ma_channel_is_ours(const struct ma_child *c);
 
