@@ -7,11 +7,11 @@
 # 0's package, and error.log has one line per decision: none lost (each
 # line starts where the one before left the master), none repeated.
 #
-# STORM_WORKERS workers (default 64: enough for reloads that overlap on a
+# STORM_WORKERS workers (default 32: enough for reloads that overlap on a
 # loaded 2-CPU machine; scripts/scale runs the full sizes).
 . "$(dirname "$0")/lib.sh"
 PORT=18102
-N=${STORM_WORKERS:-64}
+N=${STORM_WORKERS:-32}
 W0_ON_1="10 01"
 W0_ON_0="01 10"
 
