@@ -473,8 +473,9 @@ static void after_fork_in_child(struct prefork *pf)
      * exited already. */
     self.parent = self.pid;
     self.pid = getpid();
+    /* A master's fork checked its descriptors (prepare_fork). */
     if (is_master())
-        ma_stop_being_master();
+        ma_stop_being_master_after_fork();
     ma_release(&self.report);
     ma_release(&pf->master_end);
     if (moved())

@@ -139,6 +139,8 @@ bool ma_channel_is_ours(const struct ma_child *c);
 
 /* Closes what is still ours of the master's descriptors. */
 void ma_stop_being_master(void);
+/* The same in a child between fork and return, after the fork's check. */
+void ma_stop_being_master_after_fork(void);
 
 /* Says once why this process will not follow its children. */
 void ma_give_up(const char *what, int err);
