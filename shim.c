@@ -40,6 +40,7 @@ static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 struct prefork {
     struct owned_fd master_end, child_end;
     struct ma_place place;
+    const char *no_channel; /* why the child gets none, or NULL */
 };
 
 /* What a child calls between fork (or vfork) and exec, where a lookup
@@ -325,13 +326,19 @@ static bool still_master(void)
     return false;
 }
 
-static void warn_no_channel(const char *why)
+/* Said once per start or reload, at its first child without a channel:
+ * nginx forks them in order, so the later ones have none either, but for
+ * those forked after the old children's exits gave descriptors back. */
+static void warn_no_channel(const struct prefork *pf, pid_t pid)
 {
-    if (self.warned_channel)
+    if (!pf->no_channel || pid <= 0 || self.warned_gen == pf->place.gen)
         return;
-    self.warned_channel = true;
-    ma_log(MA_LOG_WARN, "a child of %d gets no channel (%s); it cannot be "
-           "followed", getpid(), why);
+    self.warned_gen = pf->place.gen;
+    ma_log(MA_LOG_WARN, "master %d stops following its children at child %u "
+           "of the latest start or reload (pid %d, counting from 0 as nginx "
+           "numbers its workers): %s; the children from it on get no channel "
+           "and cannot be followed", getpid(), pf->place.rank, pid,
+           pf->no_channel);
 }
 
 /* The program needs descriptors for each child too (nginx: a socketpair
@@ -341,27 +348,47 @@ static void warn_no_channel(const char *why)
  * files for a moment) must stay free below the limit, or the library
  * gives up this channel and then closes others. Numbers
  * are given lowest first, so every number below the channel's is taken. */
-static long descriptors_missing(const int sv[2])
+static long descriptors_missing(const int sv[2], struct rlimit *lim,
+                                long *reserve)
 {
-    struct rlimit lim;
-    long top = sv[0] > sv[1] ? sv[0] : sv[1], reserve;
-    if (getrlimit(RLIMIT_NOFILE, &lim) < 0 || lim.rlim_cur == RLIM_INFINITY ||
-        lim.rlim_cur > (rlim_t)INT_MAX)
+    long top = sv[0] > sv[1] ? sv[0] : sv[1];
+    if (getrlimit(RLIMIT_NOFILE, lim) < 0 || lim->rlim_cur == RLIM_INFINITY ||
+        lim->rlim_cur > (rlim_t)INT_MAX)
         return 0;
-    reserve = (long)lim.rlim_cur / 32 > 8 ? (long)lim.rlim_cur / 32 : 8;
-    return reserve - ((long)lim.rlim_cur - 1 - top);
+    *reserve = (long)lim->rlim_cur / 32 > 8 ? (long)lim->rlim_cur / 32 : 8;
+    return *reserve - ((long)lim->rlim_cur - 1 - top);
 }
 
 /* Closes the channels the leader choice can best do without, until
- * `missing` descriptors are free again. */
-static void yield_descriptors(long missing)
+ * `missing` descriptors are free again; returns how many it closed. */
+static long yield_descriptors(long missing)
 {
     struct ma_child *c;
-    while (missing-- > 0 && (c = ma_brood_least_needed(&brood))) {
+    long closed = 0;
+    while (closed < missing && (c = ma_brood_least_needed(&brood))) {
         ma_stop_listening(c);
         ma_brood_forget(&brood, c);
+        closed++;
     }
     ma_apply_decision();
+    return closed;
+}
+
+/* Gives the descriptors of a channel just made back, and more if the
+ * program lacks them; says why in the child's warning. */
+static const char *too_few_descriptors(const int sv[2], long missing,
+                                       const struct rlimit *lim, long reserve)
+{
+    static char why[200];
+    long closed;
+    close(sv[0]);
+    close(sv[1]);
+    closed = yield_descriptors(missing - 2);
+    snprintf(why, sizeof why, "too few descriptors left for the program "
+             "(soft RLIMIT_NOFILE %ld, of which the library keeps %ld free "
+             "after each fork; %ld other channel%s closed)",
+             (long)lim->rlim_cur, reserve, closed, closed == 1 ? "" : "s");
+    return why;
 }
 
 /* Whether the program has collected child pid's exit status (nginx reaps
@@ -378,7 +405,8 @@ static struct prefork prepare_fork(uint64_t asked_ns, bool reread,
                                    const cpu_set_t *cpuset)
 {
     struct prefork pf = {.master_end = NO_FD, .child_end = NO_FD};
-    long missing;
+    struct rlimit lim;
+    long missing, reserve = 0;
     int sv[2];
     drop_orphan_channel();
     if (!become_master() || !still_master())
@@ -391,19 +419,19 @@ static struct prefork prepare_fork(uint64_t asked_ns, bool reread,
     if (pf.place.opened)
         ma_auto_open_generation(reread);
     if (brood.n >= MA_MAX_CHILDREN) {
-        warn_no_channel("too many children");
+        static char full[80];
+        snprintf(full, sizeof full, "it has %d children with a channel, as "
+                 "many as the library follows", MA_MAX_CHILDREN);
+        pf.no_channel = full;
         return pf;
     }
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
-        warn_no_channel(strerror(errno));
+        pf.no_channel = strerror(errno);
         return pf;
     }
-    missing = descriptors_missing(sv);
+    missing = descriptors_missing(sv, &lim, &reserve);
     if (missing > 0) {
-        close(sv[0]);
-        close(sv[1]);
-        yield_descriptors(missing - 2);
-        warn_no_channel("too few descriptors left for the program");
+        pf.no_channel = too_few_descriptors(sv, missing, &lim, reserve);
         return pf;
     }
     pf.master_end = ma_own(sv[0]);
@@ -442,6 +470,7 @@ static bool listen_to(const struct owned_fd *channel, pid_t pid,
 
 static void after_fork_in_parent(struct prefork *pf, pid_t pid)
 {
+    warn_no_channel(pf, pid);
     ma_release(&pf->child_end);
     start_listening();
     if (pid < 0 || pf->master_end.fd < 0 || !is_master() ||
@@ -462,8 +491,9 @@ static void after_fork_in_child(struct prefork *pf)
      * exited already. */
     self.parent = self.pid;
     self.pid = getpid();
+    /* A master's fork checked its descriptors (prepare_fork). */
     if (is_master())
-        ma_stop_being_master();
+        ma_stop_being_master_after_fork();
     ma_release(&self.report);
     ma_release(&pf->master_end);
     if (moved())
@@ -474,7 +504,7 @@ static void after_fork_in_child(struct prefork *pf)
     self.report = pf->child_end;
     self.listening = false;
     self.gave_up = false;
-    self.warned_channel = false;
+    self.warned_gen = 0;
     self.placed = self.asked = self.original;
     self.start_pending = false;
     self.mask_taken = false;

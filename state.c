@@ -166,21 +166,41 @@ void ma_give_up(const char *what, int err)
            what, strerror(err), getpid());
 }
 
-/* Closes what is still ours of the master's descriptors: the program may
- * have closed them (all descriptors above 2, say) and reused the numbers. */
-void ma_stop_being_master(void)
+static void close_channels(void)
 {
     for (size_t i = 0; i < brood.n; i++)
         if (ma_channel_is_ours(&brood.kids[i]))
             ma_close_keeping_errno(brood.kids[i].fd);
     brood.n = 0;
-    /* The eventfd is the library's while its set holds it. */
-    if (ma_epoll_is_ours()) {
+}
+
+static void close_set(bool ours)
+{
+    if (ours) {
         ma_close_keeping_errno(self.epoll.fd);
         ma_close_keeping_errno(self.wake.fd);
     }
     self.epoll.fd = -1;
     self.wake.fd = -1;
+}
+
+/* Closes what is still ours of the master's descriptors: the program may
+ * have closed them (all descriptors above 2, say) and reused the numbers.
+ * The eventfd is the library's while its set holds it. */
+void ma_stop_being_master(void)
+{
+    close_channels();
+    close_set(ma_epoll_is_ours());
+}
+
+/* The same in a child of a master, whose fork found the set and the
+ * eventfd the library's under the lock just before: the child need not
+ * read the set's fdinfo again, one line per sibling (every child would,
+ * a cost that grows with the square of the workers). */
+void ma_stop_being_master_after_fork(void)
+{
+    close_channels();
+    close_set(true);
 }
 
 /* The listener reckons its next timeout itself after each event: only

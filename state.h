@@ -63,7 +63,8 @@ struct ma_self {
     pid_t parent;      /* who the channel leads to */
     bool listening;    /* its listener thread runs */
     bool gave_up;      /* could not become a master; logged once */
-    bool warned_channel;
+    unsigned warned_gen; /* the generation whose children got no channel,
+                            said; 0: none */
     struct owned_fd epoll; /* a master's set of channels to its children */
     struct owned_fd wake; /* an eventfd in that set: a fork wakes the listener */
     cpu_set_t original;
@@ -143,6 +144,8 @@ bool ma_channel_is_ours(const struct ma_child *c);
 
 /* Closes what is still ours of the master's descriptors. */
 void ma_stop_being_master(void);
+/* The same in a child between fork and return, after the fork's check. */
+void ma_stop_being_master_after_fork(void);
 
 /* Says once why this process will not follow its children. */
 void ma_give_up(const char *what, int err);

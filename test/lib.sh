@@ -259,3 +259,48 @@ need_programs() {
         [ -x "$SRCDIR/test/$p" ] || { echo "Bail out! test/$p is not built (make test/$p)"; exit 1; }
     done
 }
+
+# ---- helpers shared by nofile.t and storm.t (hundreds of workers) ----
+
+# write_many_conf N AFFINITY: nginx.conf with N workers and no cache (the
+# workers are the master's only children), replaced whole: a reloading
+# nginx may be reading it.
+write_many_conf() {
+    mkdir -p "$T/tmp"
+    conf_text "worker_cpu_affinity $2;" |
+        sed "s/^worker_processes 2;/worker_processes $1;/" >"$T/nginx.conf.new"
+    mv "$T/nginx.conf.new" "$T/nginx.conf"
+}
+
+# How many of the processes given are pinned to one CPU (one awk for all).
+pinned_count() {
+    [ $# -gt 0 ] || { echo 0; return; }
+    printf '/proc/%s/status\n' "$@" | xargs cat 2>/dev/null |
+        awk '/^Cpus_allowed_list/ && $2 !~ /[-,]/ { n++ } END { print n + 0 }'
+}
+
+# True when none of the space-separated pids in $1 is left.
+all_gone() {
+    local p
+    for p in $1; do
+        gone "$p" || return 1
+    done
+}
+
+# The master's children not in the space-separated list $1 (one pgrep: the
+# workers helper runs a grep per child).
+children_but() {
+    local p
+    for p in $(pgrep -P "$(master_pid)"); do
+        case " $1 " in *" $p "*) ;; *) echo "$p" ;; esac
+    done
+}
+
+# True when the master has N children not in OLD, all pinned, and no
+# process of OLD is left: a start or reload has settled.
+settled_workers() { # settled_workers N [OLD]
+    local fresh
+    all_gone "${2:-}" || return 1
+    fresh=$(children_but "${2:-}")
+    [ "$(echo $fresh | wc -w)" -eq "$1" ] && [ "$(pinned_count $fresh)" -eq "$1" ]
+}
