@@ -24,15 +24,7 @@ podman_cleanup() {
 trap podman_cleanup EXIT
 trap 'exit 1' INT TERM HUP PIPE
 
-# As test/image.t: runc (crun refuses this host's mixed cgroup setup), and
-# the nofile limit no higher than the hard one.
-cat >"$T/containers.conf" <<CONF
-[containers]
-default_ulimits = ["nofile=$(ulimit -Hn):$(ulimit -Hn)", "nproc=32768:32768"]
-[engine]
-runtime = "runc"
-CONF
-export CONTAINERS_CONF=$T/containers.conf
+podman_conf
 
 make_twopkg
 write_conf "" "daemon off;"
@@ -64,19 +56,11 @@ ctr_reload() {
         wait_for "[ \$(ctr_workers | wc -w) -eq 2 ]"
 }
 
-lines() { grep -a 'masteraff: ' "$T/error.log"; }
-said() {
-    local text=$1
-    wait_for 'lines | grep -qF -- "$text"' 10
-    ok $? "$2"
-    lines | grep -qF -- "$text" || { diag "no line with: $text"; lines | sed 's/^/#   /'; }
-}
-
 ctr_reload "10 01" 1 0
 ok $? "a reload with worker_cpu_affinity 10 01 pins worker 0 on CPU 1"
 wait_for "[ \"\$(cpus_of $m)\" = 1 ]"
 ok $? "the master follows worker 0 to CPU 1 (package 1)"
-said "the cpuset changed to 0-1 (was 0): its original mask is CPUs 0-1 now" \
+said_once "the cpuset changed to 0-1 (was 0): its original mask is CPUs 0-1 now" \
     "one line says the container's cpuset changed"
 
 podman update --cpuset-cpus 0 "$C" >/dev/null
@@ -84,9 +68,9 @@ wait_for "[ \"\$(cpus_of $m)\" = 0 ]"
 ok $? "podman update --cpuset-cpus 0: the kernel moves the master to CPU 0"
 ctr_reload "" 0 0
 ok $? "a reload without worker_cpu_affinity"
-said "the cpuset changed to 0 (was 0-1): its original mask is CPUs 0 now" \
+said_once "the cpuset changed to 0 (was 0-1): its original mask is CPUs 0 now" \
     "one line says the cpuset shrank"
-! lines | grep -q 'set by the program or an administrator'
+! lib_lines | grep -q 'set by the program or an administrator'
 ok $? "the mask is never taken for the program's"
 podman stop -t 10 "$C" >/dev/null
 ok $? "podman stop"

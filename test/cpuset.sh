@@ -70,18 +70,8 @@ end_case() {
     : >"$T/error.log"
 }
 
-lines() { grep -a 'masteraff: ' "$T/error.log"; }
-
-# said TEXT DESCRIPTION: error.log has a library line with TEXT.
-said() {
-    local text=$1
-    wait_for 'lines | grep -qF -- "$text"' 10
-    ok $? "$2"
-    lines | grep -qF -- "$text" || { diag "no line with: $text"; lines | sed 's/^/#   /'; }
-}
-
 never_taken() {
-    ! lines | grep -q 'set by the program or an administrator'
+    ! lib_lines | grep -q 'set by the program or an administrator'
     ok $? "$1: the mask is not taken for the program's"
 }
 
@@ -134,9 +124,9 @@ case_widen() {
     ok $? "$label: a reload with worker_cpu_affinity 10 01 pins worker 0 on CPU 1"
     wait_for "[ \"\$(cpus_of $m)\" = 1 ]"
     ok $? "$label: the master follows worker 0 to CPU 1 (package 1)"
-    said "master $m: the cpuset changed to 0-1 (was 0): its original mask is CPUs 0-1 now; master stays on CPUs 0-1 (its original mask), with no worker to follow" \
+    said_once "master $m: the cpuset changed to 0-1 (was 0): its original mask is CPUs 0-1 now; master stays on CPUs 0-1 (its original mask), with no worker to follow" \
         "$label: one line says the cpuset changed"
-    said "master $m -> CPUs 1 (package 1), following worker" "$label: one line says it follows"
+    said_once "master $m -> CPUs 1 (package 1), following worker" "$label: one line says it follows"
     never_taken "$label"
     serves
     ok $? "$label: nginx serves"
@@ -159,7 +149,7 @@ case_shrink_following() {
     ok $? "$label: the kernel moves the master and worker 0 to CPU 0"
     cm=$(respawn_cache_manager)
     is "$(cpus_of "$cm")" 0 "$label: the next child starts on the new original mask, CPU 0"
-    said "master $m: the cpuset changed to 0 (was 0-1): its original mask is CPUs 0 now; master stays on CPUs 0 (its original mask): worker $w0's CPUs 1 are outside it" \
+    said_once "master $m: the cpuset changed to 0 (was 0-1): its original mask is CPUs 0 now; master stays on CPUs 0 (its original mask): worker $w0's CPUs 1 are outside it" \
         "$label: one line says the cpuset shrank, worker 0's CPU with it"
 
     cg_set 0-1
@@ -167,7 +157,7 @@ case_shrink_following() {
     ok $? "$label: widened back, the kernel gives the master and worker 0 CPU 1 again"
     cm=$(respawn_cache_manager)
     is "$(cpus_of "$cm")" 0-1 "$label: the next child starts on CPUs 0-1"
-    said "master $m: the cpuset changed to 0-1 (was 0): its original mask is CPUs 0-1 now; master stays on CPUs 1 (package 1), following worker $w0 on CPUs 1" \
+    said_once "master $m: the cpuset changed to 0-1 (was 0): its original mask is CPUs 0-1 now; master stays on CPUs 1 (package 1), following worker $w0 on CPUs 1" \
         "$label: one line says the cpuset widened and the master follows worker 0 again"
     reload_to "01 10" 0 1
     ok $? "$label: a reload pins the new worker 0 on CPU 0"
@@ -178,7 +168,7 @@ case_shrink_following() {
     taskset -p -c 1 "$m" >/dev/null
     cm=$(respawn_cache_manager)
     is "$(cpus_of "$cm")" 1 "$label: after taskset -p -c 1 the next child starts on CPU 1"
-    said "master $m is on CPUs 1, not the CPUs 0 it was given: its mask was set by the program or an administrator" \
+    said_once "master $m is on CPUs 1, not the CPUs 0 it was given: its mask was set by the program or an administrator" \
         "$label: an administrator's mask still wins"
     end_case
 }
@@ -200,7 +190,7 @@ case_shrink_idle() {
     old=$(workers)
     kill -HUP "$m"
     wait_new_workers "$old"
-    said "master $m: the cpuset changed to 0 (was 0-1): its original mask is CPUs 0 now; master stays on CPUs 0 (its original mask), with no worker to follow" \
+    said_once "master $m: the cpuset changed to 0 (was 0-1): its original mask is CPUs 0 now; master stays on CPUs 0 (its original mask), with no worker to follow" \
         "$label: a reload; one line says the cpuset shrank"
     cg_set 0-1
     wait_for "[ \"\$(cpus_of $m)\" = 0-1 ]"

@@ -16,15 +16,7 @@ for p in podman runc debootstrap; do
     command -v "$p" >/dev/null || skip_all "no $p"
 done
 
-# crun refuses this host's mixed cgroup setup; raising the nofile limit
-# above the hard one needs CAP_SYS_RESOURCE, which CI lacks.
-cat >"$T/containers.conf" <<CONF
-[containers]
-default_ulimits = ["nofile=$(ulimit -Hn):$(ulimit -Hn)", "nproc=32768:32768"]
-[engine]
-runtime = "runc"
-CONF
-export CONTAINERS_CONF=$T/containers.conf
+podman_conf
 
 MIRROR=$(apt_mirror)
 [ -n "$MIRROR" ] || skip_all "no Debian mirror in /etc/apt's sources"

@@ -72,6 +72,31 @@ wait_for() {
     return 1
 }
 
+# The library's lines in error.log.
+lib_lines() { grep -a 'masteraff: ' "$T/error.log"; }
+
+# said_once TEXT DESCRIPTION: error.log gets a library line with TEXT (it
+# is waited for); the lines are shown when none comes.
+said_once() {
+    local text=$1
+    wait_for 'lib_lines | grep -qF -- "$text"'
+    ok $? "$2"
+    lib_lines | grep -qF -- "$text" || { diag "no line with: $text"; lib_lines | sed 's/^/#   /'; }
+}
+
+# podman as CI can run it here: runc (crun refuses this host's mixed
+# cgroup setup) and the nofile limit no higher than the hard one (raising
+# it needs CAP_SYS_RESOURCE, which CI lacks).
+podman_conf() {
+    cat >"$T/containers.conf" <<CONF
+[containers]
+default_ulimits = ["nofile=$(ulimit -Hn):$(ulimit -Hn)", "nproc=32768:32768"]
+[engine]
+runtime = "runc"
+CONF
+    export CONTAINERS_CONF=$T/containers.conf
+}
+
 cpus_of() { awk '/^Cpus_allowed_list/ {print $2}' "/proc/$1/status" 2>/dev/null; }
 threads_of() { awk '/^Threads/ {print $2}' "/proc/$1/status" 2>/dev/null; }
 fd_count() { ls "/proc/$1/fd" 2>/dev/null | wc -l; }

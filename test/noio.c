@@ -1,6 +1,7 @@
 /* A test-only preload, loaded before the library: the per-thread I/O
  * counts (/proc/.../io) cannot be opened, as on a kernel built without
- * CONFIG_TASK_IO_ACCOUNTING. Every other path opens as it would. */
+ * CONFIG_TASK_IO_ACCOUNTING. Every other path opens as it would (open and
+ * open64 through openat, as glibc's own open does). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -38,24 +39,6 @@ static mode_t mode_arg(int flags, va_list ap)
     return (flags & (O_CREAT | O_TMPFILE)) ? (mode_t)va_arg(ap, int) : 0;
 }
 
-typedef int open_fn(const char *, int, ...);
-
-static int open_path(const char *name, const char *path, int flags,
-                     mode_t mode)
-{
-    open_fn *next;
-    if (hidden(path)) {
-        errno = ENOENT;
-        return -1;
-    }
-    next = (open_fn *)dlsym(RTLD_NEXT, name);
-    if (!next) {
-        errno = ENOSYS;
-        return -1;
-    }
-    return next(path, flags, mode);
-}
-
 int open(const char *path, int flags, ...)
 {
     va_list ap;
@@ -63,7 +46,7 @@ int open(const char *path, int flags, ...)
     va_start(ap, flags);
     mode = mode_arg(flags, ap);
     va_end(ap);
-    return open_path("open", path, flags, mode);
+    return open_unless_hidden("openat", AT_FDCWD, path, flags, mode);
 }
 
 int open64(const char *path, int flags, ...)
@@ -73,7 +56,7 @@ int open64(const char *path, int flags, ...)
     va_start(ap, flags);
     mode = mode_arg(flags, ap);
     va_end(ap);
-    return open_path("open64", path, flags, mode);
+    return open_unless_hidden("openat64", AT_FDCWD, path, flags, mode);
 }
 
 int openat(int dirfd, const char *path, int flags, ...)
