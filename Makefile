@@ -23,9 +23,10 @@ NGINXCONF_SRC = nginxconf.c nginxconf_cmdline.c nginxconf_ctx.c nginxconf_exe.c 
 	nginxconf_lua.c
 NGINXCONF_HDR = nginxconf.h nginxconf_private.h internal.h
 LIB_SRC = shim.c decide.c listener.c state.c config.c memory.c affinity.c \
-	brood.c report.c $(NGINXCONF_SRC) early.c autocpus.c cpuset.c
-LIB_HDR = affinity.h autocpus.h brood.h internal.h nginxconf.h nginxconf_private.h \
-	report.h state.h
+	brood.c report.c $(NGINXCONF_SRC) early.c autocpus.c cpuset.c \
+	forkmark.c
+LIB_HDR = affinity.h autocpus.h brood.h forkmark.h internal.h nginxconf.h \
+	nginxconf_private.h report.h state.h
 
 CMD = masteraff
 # The command, in cmd/: it takes affinity.c from the library's side.

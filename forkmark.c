@@ -1,18 +1,17 @@
-/* What tells a new burst of forks from the next fork of the same burst:
- * the read system calls the forking thread made in between (the kernel's
- * syscr). nginx re-reads its configuration before it forks a reload's
- * workers, and reads nothing between two forks of a burst, however long
- * it waits for a CPU. Where the kernel does not say, the times the thread
- * waited (voluntary context switches: nginx sleeps in sigsuspend before
- * every reload and every respawn, not between two forks of a burst) stand
- * in. A respawn is known from its death, not from either. */
-struct fork_mark {
-    pid_t tid;
-    long long reads, waits; /* so far, or -1 */
-    int reads_errno;        /* why reads is -1 */
-};
+/* libmasteraff: the counts that tell a new burst of forks from the next
+ * fork of the same burst (see forkmark.h). */
+#define _GNU_SOURCE
+#include "forkmark.h"
+#include "internal.h"
 
-static struct fork_mark last_fork; /* when the last fork returned */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+static struct ma_fork_mark last_fork; /* when the last fork returned */
 
 /* This thread's read system calls so far, or -1 with errno. The one
  * read() here counts too, after the figure it returns. */
@@ -44,9 +43,9 @@ static long long waits_so_far(void)
     return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nvcsw : -1;
 }
 
-static struct fork_mark fork_mark_now(void)
+struct ma_fork_mark ma_fork_mark_now(void)
 {
-    struct fork_mark m = {gettid(), -1, waits_so_far(), 0};
+    struct ma_fork_mark m = {gettid(), -1, waits_so_far(), 0};
     m.reads = reads_so_far();
     m.reads_errno = m.reads < 0 ? errno : 0;
     return m;
@@ -71,7 +70,7 @@ static void say_reads_unknown(int why)
  * took the last figure is not the program's. A fork from another thread
  * than the last one is counted in the same burst, as forks of threads
  * that run at once. */
-static bool reread_since(const struct fork_mark *now)
+bool ma_reread_since(const struct ma_fork_mark *now)
 {
     if (last_fork.tid != now->tid)
         return false;
@@ -85,9 +84,13 @@ static bool reread_since(const struct fork_mark *now)
 /* Reads the library made in this thread since its last fork (the cpuset,
  * when the master checks its mask) are not the program's. Under the
  * lock. */
-static void not_the_programs_reads(unsigned reads)
+void ma_not_the_programs_reads(unsigned reads)
 {
     if (last_fork.tid == gettid() && last_fork.reads >= 0)
         last_fork.reads += reads;
 }
 
+void ma_fork_returned(void)
+{
+    last_fork = ma_fork_mark_now();
+}

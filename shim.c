@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE
 #include "autocpus.h"
+#include "forkmark.h"
 #include "report.h"
 #include "state.h"
 
@@ -162,7 +163,6 @@ static void report_pin_keeping_errno(void)
     errno = e;
 }
 
-static void not_the_programs_reads(unsigned reads);
 
 /* A master whose main thread's mask is no longer the library's takes it
  * for its own, unless a change of its cpuset explains it (decide.c). The
@@ -178,7 +178,7 @@ static bool master_mask_checked(void)
         return false;
     known = ma_cpuset_cpus(&cpuset, &reads) == 0;
     pthread_mutex_lock(&lock);
-    not_the_programs_reads(reads);
+    ma_not_the_programs_reads(reads);
     if (is_master())
         ma_check_own_mask(known ? &cpuset : NULL);
     errno = e;
@@ -521,7 +521,7 @@ EXPORT pid_t fork(void)
     struct prefork pf;
     int saved_errno = errno;
     uint64_t asked;
-    struct fork_mark called;
+    struct ma_fork_mark called;
     cpu_set_t cpuset;
     bool cpuset_known;
     fork_fn *next;
@@ -540,11 +540,11 @@ EXPORT pid_t fork(void)
     /* Taken before the library does anything: what it reads is not the
      * program's. */
     asked = now_ns();
-    called = fork_mark_now();
+    called = ma_fork_mark_now();
     /* Its reads come after the mark: not counted as the program's. */
     cpuset_known = ma_cpuset_cpus(&cpuset, NULL) == 0;
     ma_lock_for_fork();
-    pf = prepare_fork(asked, reread_since(&called),
+    pf = prepare_fork(asked, ma_reread_since(&called),
                       cpuset_known ? &cpuset : NULL);
     errno = saved_errno;
     pid = next();
@@ -555,7 +555,7 @@ EXPORT pid_t fork(void)
         return 0;
     }
     after_fork_in_parent(&pf, pid);
-    last_fork = fork_mark_now();
+    ma_fork_returned();
     pthread_mutex_unlock(&lock);
     errno = saved_errno;
     return pid;
