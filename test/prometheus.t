@@ -35,7 +35,7 @@ is "$(sample "$T/prom" masteraff_master_with_worker0)" 1 "the master is with wor
 is "$(sample "$T/prom" 'masteraff_verdict{verdict="ok"}') $(sample "$T/prom" 'masteraff_verdict{verdict="critical"}')" \
     "1 0" "the verdict as labels: ok 1, critical 0"
 is "$(grep -c '^masteraff_verdict{' "$T/prom")" 4 "one verdict sample for each state"
-grep -q "^masteraff_library_info{path=\"$LIB\",settings_from=\"[a-z]*\",scope=\"package\",migrate=\"on\",programs=\"nginx\*,openresty\*,angie\*,freenginx\*,tengine\*\",log=\"notice\",dry_run=\"0\",sysfs=\"$T/sys\",early=\"on\"} 1\$" "$T/prom"
+grep -q "^masteraff_library_info{path=\"$LIB\",settings_from=\"[a-z]*\",scope=\"package\",migrate=\"on\",programs=\"nginx\*,openresty\*,angie\*,freenginx\*,tengine\*\",log=\"notice\",dry_run=\"0\",sysfs=\"$T/sys\",early=\"on\",auto=\"off\"} 1\$" "$T/prom"
 ok $? "masteraff_library_info has the path and the settings as labels" || grep library_info "$T/prom" | sed 's/^/#   /'
 ! grep -v '^#' "$T/prom" | grep -v '^masteraff_' | grep -q .
 ok $? "every sample's name starts with masteraff_"
