@@ -463,6 +463,10 @@ pinned_pair() { # pinned_pair LEAD-CPU OTHER-CPU
     fi
 }
 moves() { grep -c "masteraff: master $m -> " /tmp/error.log; }
+# Whether a worker is not one of $before, the workers before a reload: until
+# the reload's workers are there, the old pair (or a respawn beside the
+# old worker 1) can stand on the same CPUs.
+not_before() { case "$before" in *" $1 "*) return 1 ;; esac; }
 # The master's child in ROLE ("cache manager").
 role_pid() {
     ps -o pid,ppid,args | awk -v m="$(master)" -v r="nginx: $1 process" \
@@ -504,14 +508,16 @@ if [ "$want" != "$near_want" ]; then
         busy_step "worker 0 killed" "$want" 0 "master $m stays on CPUs $want: worker $w0 now leads"
 
         conf "$(mask $near) $(mask $far)" "" "$cache"
+        before=" $(workers) "
         kill -HUP "$m"
-        wait_for "w0=\$(pinned_pair $near $far)" 180
+        wait_for "w0=\$(pinned_pair $near $far) && not_before \$w0" 180
         busy_step "reload, worker 0 on CPU $near" "$near_want" 1 "master $m -> CPUs $near_want ([a-z]* [0-9]*), following worker $w0 on CPU $near "
 
         conf "$(mask $far) $(mask $near)" "" "$cache"
+        before=" $(workers) "
         kill -9 "$w0"
         kill -HUP "$m"
-        wait_for "w0=\$(pinned_pair $far $near)" 180
+        wait_for "w0=\$(pinned_pair $far $near) && not_before \$w0" 180
         busy_step "worker 0 killed and a reload at once" "$want" 2 "master $m -> CPUs $want ([a-z]* [0-9]*), following worker $w0 on CPU $far "
 
         conf "$(mask $far) $(mask $near)" "no_such_directive on;" "$cache"
