@@ -124,10 +124,6 @@ struct ma_early {
 void ma_early_decide(int argc, char **argv, const cpu_set_t *original,
                      struct ma_early *e);
 
-/* At load, in a target: where a copy of libnuma beside the library would
- * be, for an image that has none of its own. */
-void ma_memory_locate_numa(void);
-
 /* At start, in the main thread: later allocations prefer node, unless the
  * user chose a policy. Returns the log line's account of it. */
 const char *ma_memory_prefer_at_start(int node);

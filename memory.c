@@ -69,11 +69,11 @@ struct moved {
 static char numa_beside[PATH_MAX];
 static char numa_missing[PATH_MAX + 64];
 
-void ma_memory_locate_numa(void)
+static void locate_numa_beside(void)
 {
     Dl_info self;
     const char *slash;
-    if (!dladdr((void *)ma_memory_locate_numa, &self) || !self.dli_fname)
+    if (!dladdr((void *)locate_numa_beside, &self) || !self.dli_fname)
         return;
     slash = strrchr(self.dli_fname, '/');
     if (slash)
@@ -81,11 +81,16 @@ void ma_memory_locate_numa(void)
                  (int)(slash - self.dli_fname), self.dli_fname);
 }
 
+/* The system's libnuma, else the copy beside the library, looked for only
+ * then: most processes never open libnuma at all. */
 static void *open_numa(void)
 {
     void *h = dlopen("libnuma.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (h || !numa_beside[0])
+    if (h)
         return h;
+    locate_numa_beside();
+    if (!numa_beside[0])
+        return NULL;
     h = dlopen(numa_beside, RTLD_NOW | RTLD_LOCAL);
     numa.beside = h != NULL;
     return h;

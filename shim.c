@@ -75,8 +75,6 @@ static void load_target(void)
         return;
     }
     ma_config_load();
-    if (ma_cfg.active && ma_cfg.migrate)
-        ma_memory_locate_numa();
 }
 
 static void load(void)
@@ -163,7 +161,6 @@ static void report_pin_keeping_errno(void)
     report_pin();
     errno = e;
 }
-
 
 /* A master whose main thread's mask is no longer the library's takes it
  * for its own, unless a change of its cpuset explains it (decide.c). The
