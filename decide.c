@@ -547,17 +547,15 @@ void ma_check_own_mask(const cpu_set_t *cpuset)
     if (self.mask_taken ||
         REAL(sched_getaffinity)(getpid(), sizeof now, &now) < 0)
         return;
-    if (cpuset && !(self.cpuset_seen && CPU_EQUAL(cpuset, &self.cpuset))) {
+    if (cpuset && !CPU_EQUAL(cpuset, &self.cpuset)) {
         /* Outside the cpuset, the mask is one the kernel has yet to
          * rewrite: looked at again next time. */
         if (!within(&now, cpuset))
             return;
-        if (!self.cpuset_seen) {
+        if (CPU_COUNT(&self.cpuset) == 0) /* the first look */
             self.cpuset = *cpuset;
-            self.cpuset_seen = true;
-        } else if (rewritten_by_kernel(&now, cpuset)) {
+        else if (rewritten_by_kernel(&now, cpuset))
             return follow_cpuset(cpuset, &now);
-        }
     }
     /* A dry run gives no mask: it only says which. */
     if (ma_cfg.dry_run || CPU_EQUAL(&now, &self.placed))

@@ -71,8 +71,8 @@ struct ma_self {
     cpu_set_t placed;  /* the mask the master was last given */
     cpu_set_t asked;   /* the mask last asked of the kernel for its threads,
                           which the kernel keeps within a changed cpuset */
-    cpu_set_t cpuset;  /* its cpuset's CPUs when the library last looked */
-    bool cpuset_seen;
+    cpu_set_t cpuset;  /* its cpuset's CPUs when the library last looked;
+                          empty before the first look (a cpuset never is) */
     cpu_set_t handled; /* the leader mask last followed or refused */
     bool start_pending; /* placed at start, worker 0 not seen yet */
     bool mask_taken;    /* the program or an administrator set the master's
