@@ -119,7 +119,6 @@ static void memory_samples(FILE *f, const struct proc *master,
     const struct ma_node_pages *pages[] = {&master->pages->priv,
                                            &master->pages->shared};
     unsigned long page_size = (unsigned long)sysconf(_SC_PAGESIZE);
-    unsigned long total = 0, there = 0;
 
     metric(f, "masteraff_master_memory_counted",
            "1 when the master's resident pages of this kind could be "
@@ -137,18 +136,12 @@ static void memory_samples(FILE *f, const struct proc *master,
                         "masteraff_master_memory_bytes{kind=\"%s\",node="
                         "\"%d\"} %lu\n",
                         kinds[k], n, pages[k]->node[n] * page_size);
-    if (v->worker0_node < 0 || pages[0]->error || pages[1]->error)
-        return;
-    for (int k = 0; k < 2; k++) {
-        total += ma_pages_total(pages[k]);
-        there += pages[k]->node[v->worker0_node];
-    }
-    if (total == 0)
+    if (v->pages_total == 0)
         return;
     metric(f, "masteraff_master_memory_worker0_node_ratio",
            "The share of the master's resident pages on worker 0's node");
     fprintf(f, "masteraff_master_memory_worker0_node_ratio %.4f\n",
-            (double)there / (double)total);
+            (double)v->pages_on_worker0_node / (double)v->pages_total);
 }
 
 /* Writes text to path through a temporary file beside it, renamed over
