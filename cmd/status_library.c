@@ -39,18 +39,14 @@ const char *setting(const struct library *lib, int var)
     return lib->value[var] ? lib->value[var] : var_defaults[var];
 }
 
-static bool is_library_path(const char *path)
+/* Whether the file mapped at path is the library name, in any version
+ * ("libnuma.so.1.0.0"), perhaps deleted since ("... (deleted)"). */
+static bool is_library_file(const char *path, const char *name)
 {
     const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
-    size_t len = strlen(LIBRARY_NAME);
-    return strncmp(base, LIBRARY_NAME, len) == 0 &&
+    size_t len = strlen(name);
+    return strncmp(base, name, len) == 0 &&
            (base[len] == '\0' || base[len] == '.' || base[len] == ' ');
-}
-
-static bool is_numa_path(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    return strncmp(slash ? slash + 1 : path, "libnuma.so", 10) == 0;
 }
 
 /* The master's [heap], where nginx copied its environment. */
@@ -81,9 +77,9 @@ static void read_maps(pid_t pid, struct library *lib, struct heap *heap)
         if (!file)
             continue;
         file[strcspn(file, "\n")] = '\0';
-        if (!lib->path && is_library_path(file))
+        if (!lib->path && is_library_file(file, LIBRARY_NAME))
             lib->path = xstrdup(file);
-        else if (!lib->numa && is_numa_path(file))
+        else if (!lib->numa && is_library_file(file, "libnuma.so"))
             lib->numa = xstrdup(file);
     }
     free(line);
