@@ -248,20 +248,26 @@ static bool ends_with(const char *s, const char *suffix)
     return n > k && strcmp(s + n - k, suffix) == 0;
 }
 
-void prometheus_output(bool to_file, const char *path)
+static bool is_directory(const char *path)
 {
     struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+void prometheus_output(bool to_file, const char *path)
+{
     failure_report = report_failure;
     if (!to_file)
         return;
-    if (path && !*path)
+    if (!path)
+        textfile = DEFAULT_TEXTFILE_DIR "/" TEXTFILE_NAME;
+    else if (!*path)
         fail(EXIT_USAGE, "--textfile= names no directory or file");
-    if (!path || (stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
-        textfile = xasprintf("%s/" TEXTFILE_NAME,
-                             path ? path : DEFAULT_TEXTFILE_DIR);
-    else if (path && ends_with(path, ".prom"))
+    else if (is_directory(path))
+        textfile = xasprintf("%s/" TEXTFILE_NAME, path);
+    else if (ends_with(path, ".prom"))
         textfile = path;
-    else if (path)
+    else
         fail(EXIT_USAGE,
              "--textfile=%s: not a directory, nor a file name ending in "
              ".prom (the only files node_exporter's textfile collector "
