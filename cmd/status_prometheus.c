@@ -215,7 +215,7 @@ static void close_exposition(FILE *f)
 
 /* What a failure leaves: the master is down, the reason a comment (its
  * values are shortened already, with no line break). */
-static void report_failure(const char *message)
+static void expose_failure(const char *message)
 {
     char *text;
     size_t len;
@@ -256,7 +256,7 @@ static bool is_directory(const char *path)
 
 void prometheus_output(bool to_file, const char *path)
 {
-    failure_report = report_failure;
+    failure_report = expose_failure;
     if (!to_file)
         return;
     if (!path)
