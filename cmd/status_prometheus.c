@@ -199,31 +199,17 @@ static void emit(char *text, size_t len)
     }
 }
 
-static FILE *exposition(char **text, size_t *len)
-{
-    FILE *f = open_memstream(text, len);
-    if (!f)
-        out_of_memory();
-    return f;
-}
-
-static void close_exposition(FILE *f)
-{
-    if (fclose(f) != 0)
-        out_of_memory();
-}
-
 /* What a failure leaves: the master is down, the reason a comment (its
  * values are shortened already, with no line break). */
 static void expose_failure(const char *message)
 {
     char *text;
     size_t len;
-    FILE *f = exposition(&text, &len);
+    FILE *f = xopen_memstream(&text, &len);
     fprintf(f, "# %s: %s\n", me, message);
     up_sample(f, false);
     verdict_samples(f, LEVEL_UNKNOWN);
-    close_exposition(f);
+    xclose_memstream(f);
     emit(text, len);
 }
 
@@ -232,13 +218,13 @@ void print_prometheus(const struct table *t, const struct library *lib,
 {
     char *text;
     size_t len;
-    FILE *f = exposition(&text, &len);
+    FILE *f = xopen_memstream(&text, &len);
     up_sample(f, true);
     verdict_samples(f, v->level);
     library_samples(f, lib);
     process_samples(f, t, v);
     memory_samples(f, &t->procs[0], v);
-    close_exposition(f);
+    xclose_memstream(f);
     emit(text, len);
 }
 
