@@ -184,13 +184,11 @@ static int write_atomically(const char *path, const char *text, size_t len)
 /* The exposition, to stdout or the textfile. */
 static void emit(char *text, size_t len)
 {
-    int err;
-    if (!textfile) {
+    int err = 0;
+    if (textfile)
+        err = write_atomically(textfile, text, len);
+    else
         fwrite(text, 1, len, stdout);
-        free(text);
-        return;
-    }
-    err = write_atomically(textfile, text, len);
     free(text);
     if (err) {
         failure_report = NULL;
