@@ -78,6 +78,20 @@ char *xasprintf(const char *fmt, ...)
     return s;
 }
 
+FILE *xopen_memstream(char **text, size_t *len)
+{
+    FILE *f = open_memstream(text, len);
+    if (!f)
+        out_of_memory();
+    return f;
+}
+
+void xclose_memstream(FILE *f)
+{
+    if (fclose(f) != 0)
+        out_of_memory();
+}
+
 _Noreturn void common_option(int c)
 {
     if (c == 'h') {

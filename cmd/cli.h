@@ -62,6 +62,11 @@ _Noreturn void out_of_memory(void);
 char *xstrdup(const char *s);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* A stream into memory: *text holds what was written, *len bytes and
+ * terminated, once xclose_memstream has closed it. */
+FILE *xopen_memstream(char **text, size_t *len);
+void xclose_memstream(FILE *f);
+
 /* s as it may be echoed in a message: control characters as '?', cut
  * after 64 bytes with "...". Returns s itself when it needs neither. */
 const char *shortened(const char *s);

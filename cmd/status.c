@@ -23,10 +23,8 @@ static char *page_column(const char *kind, const struct ma_node_pages *pages)
 {
     char *text;
     size_t len;
-    FILE *f = open_memstream(&text, &len);
+    FILE *f = xopen_memstream(&text, &len);
     const char *sep = "";
-    if (!f)
-        out_of_memory();
     fprintf(f, "%s=", kind);
     if (pages->error)
         fputs("?", f);
@@ -37,8 +35,7 @@ static char *page_column(const char *kind, const struct ma_node_pages *pages)
             fprintf(f, "%snode%d:%lu", sep, n, pages->node[n]);
             sep = ",";
         }
-    if (fclose(f) != 0)
-        out_of_memory();
+    xclose_memstream(f);
     return text;
 }
 

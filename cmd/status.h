@@ -73,7 +73,9 @@ struct verdict {
     enum level level; /* the worst of the reasons' */
     int with_worker0; /* the master within worker 0's units: 1, 0, or -1
                          when no worker pinned */
-    int worker0_node; /* the node of worker 0's first CPU, -1 unknown */
+    /* The master's counted pages on worker 0's node, and in all; total 0
+     * when they are not known (not counted, node unknown, none). */
+    unsigned long pages_on_worker0_node, pages_total;
     size_t n;
     struct {
         enum level level;

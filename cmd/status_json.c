@@ -54,6 +54,14 @@ static void json_string(const char *text)
     putchar('"');
 }
 
+static void json_string_or_null(const char *text)
+{
+    if (text)
+        json_string(text);
+    else
+        fputs("null", stdout);
+}
+
 static void json_key(const char *key)
 {
     json_string(key);
@@ -120,15 +128,9 @@ static void json_library(const struct library *lib)
     else
         json_bool(lib->path != NULL);
     printf(",\"path\":");
-    if (lib->path)
-        json_string(lib->path);
-    else
-        fputs("null", stdout);
+    json_string_or_null(lib->path);
     printf(",\"libnuma\":");
-    if (lib->numa)
-        json_string(lib->numa);
-    else
-        fputs("null", stdout);
+    json_string_or_null(lib->numa);
     printf(",\"settings_from\":");
     json_string(lib->settings_from ? lib->settings_from : "defaults");
     printf(",\"settings\":{");

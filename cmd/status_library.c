@@ -39,23 +39,25 @@ const char *setting(const struct library *lib, int var)
     return lib->value[var] ? lib->value[var] : var_defaults[var];
 }
 
-static bool is_library_path(const char *path)
+/* Whether the file mapped at path is the library name, in any version
+ * ("libnuma.so.1.0.0"), perhaps deleted since ("... (deleted)"). */
+static bool is_library_file(const char *path, const char *name)
 {
     const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
-    size_t len = strlen(LIBRARY_NAME);
-    return strncmp(base, LIBRARY_NAME, len) == 0 &&
+    size_t len = strlen(name);
+    return strncmp(base, name, len) == 0 &&
            (base[len] == '\0' || base[len] == '.' || base[len] == ' ');
 }
 
-static bool is_numa_path(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    return strncmp(slash ? slash + 1 : path, "libnuma.so", 10) == 0;
-}
+/* The master's [heap], where nginx copied its environment. */
+struct heap {
+    bool found;
+    unsigned long start, end;
+};
 
-/* The paths of the first mappings of libmasteraff and libnuma in pid's
- * maps. */
-static void find_mapping(pid_t pid, struct library *lib)
+/* One pass over pid's maps: the paths of the first mappings of
+ * libmasteraff and libnuma, and the [heap]. */
+static void read_maps(pid_t pid, struct library *lib, struct heap *heap)
 {
     char path[64], *line = NULL;
     size_t cap = 0;
@@ -66,14 +68,18 @@ static void find_mapping(pid_t pid, struct library *lib)
         lib->maps_error = errno;
         return;
     }
-    while (!(lib->path && lib->numa) && getline(&line, &cap, f) > 0) {
+    while (!(lib->path && lib->numa && heap->found) &&
+           getline(&line, &cap, f) > 0) {
         char *file = strchr(line, '/');
+        if (!heap->found && strstr(line, " [heap]"))
+            heap->found =
+                sscanf(line, "%lx-%lx", &heap->start, &heap->end) == 2;
         if (!file)
             continue;
         file[strcspn(file, "\n")] = '\0';
-        if (!lib->path && is_library_path(file))
+        if (!lib->path && is_library_file(file, LIBRARY_NAME))
             lib->path = xstrdup(file);
-        else if (!lib->numa && is_numa_path(file))
+        else if (!lib->numa && is_library_file(file, "libnuma.so"))
             lib->numa = xstrdup(file);
     }
     free(line);
@@ -121,28 +127,6 @@ static int read_environ(pid_t pid, struct library *lib)
     return n < 0 ? -1 : intact;
 }
 
-/* The start and end of pid's [heap], or -1. */
-static int heap_range(pid_t pid, unsigned long *start, unsigned long *end)
-{
-    char path[64], *line = NULL;
-    size_t cap = 0;
-    FILE *f;
-    int found = -1;
-    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
-    f = fopen(path, "re");
-    if (!f)
-        return -1;
-    while (found < 0 && getline(&line, &cap, f) > 0)
-        if (strstr(line, " [heap]") &&
-            sscanf(line, "%lx-%lx", start, end) == 2)
-            found = 0;
-    free(line);
-    fclose(f);
-    if (found < 0)
-        errno = ENOENT;
-    return found;
-}
-
 /* Takes the entry that starts at addr in mem, if it ends within VALUE_MAX. */
 static void take_entry_at(int mem, unsigned long addr, struct library *lib)
 {
@@ -176,32 +160,35 @@ static int search_heap(int mem, unsigned long start, unsigned long end,
     return 0;
 }
 
-static int read_heap(pid_t pid, struct library *lib)
+static int read_heap(pid_t pid, const struct heap *heap, struct library *lib)
 {
-    unsigned long start, end;
+    unsigned long end = heap->end;
     char path[64];
     int mem, rc;
-    if (heap_range(pid, &start, &end) < 0)
+    if (!heap->found) {
+        errno = lib->maps_error ? lib->maps_error : ENOENT;
         return -1;
-    if (end - start > HEAP_SEARCH_MAX)
-        end = start + HEAP_SEARCH_MAX;
+    }
+    if (end - heap->start > HEAP_SEARCH_MAX)
+        end = heap->start + HEAP_SEARCH_MAX;
     snprintf(path, sizeof path, "/proc/%d/mem", (int)pid);
     mem = open(path, O_RDONLY | O_CLOEXEC);
     if (mem < 0)
         return -1;
-    rc = search_heap(mem, start, end, lib);
+    rc = search_heap(mem, heap->start, end, lib);
     close(mem);
     return rc;
 }
 
-static void read_settings(pid_t pid, struct library *lib)
+static void read_settings(pid_t pid, const struct heap *heap,
+                          struct library *lib)
 {
     int rc = read_environ(pid, lib);
     if (rc == 1) {
         lib->settings_from = "environ";
         return;
     }
-    if (rc == 0 && read_heap(pid, lib) == 0) {
+    if (rc == 0 && read_heap(pid, heap, lib) == 0) {
         lib->settings_from = "memory";
         return;
     }
@@ -210,7 +197,8 @@ static void read_settings(pid_t pid, struct library *lib)
 
 void read_library(pid_t pid, struct library *lib)
 {
+    struct heap heap = {0};
     memset(lib, 0, sizeof *lib);
-    find_mapping(pid, lib);
-    read_settings(pid, lib);
+    read_maps(pid, lib, &heap);
+    read_settings(pid, &heap, lib);
 }

@@ -119,7 +119,6 @@ static void memory_samples(FILE *f, const struct proc *master,
     const struct ma_node_pages *pages[] = {&master->pages->priv,
                                            &master->pages->shared};
     unsigned long page_size = (unsigned long)sysconf(_SC_PAGESIZE);
-    unsigned long total = 0, there = 0;
 
     metric(f, "masteraff_master_memory_counted",
            "1 when the master's resident pages of this kind could be "
@@ -137,18 +136,12 @@ static void memory_samples(FILE *f, const struct proc *master,
                         "masteraff_master_memory_bytes{kind=\"%s\",node="
                         "\"%d\"} %lu\n",
                         kinds[k], n, pages[k]->node[n] * page_size);
-    if (v->worker0_node < 0 || pages[0]->error || pages[1]->error)
-        return;
-    for (int k = 0; k < 2; k++) {
-        total += ma_pages_total(pages[k]);
-        there += pages[k]->node[v->worker0_node];
-    }
-    if (total == 0)
+    if (v->pages_total == 0)
         return;
     metric(f, "masteraff_master_memory_worker0_node_ratio",
            "The share of the master's resident pages on worker 0's node");
     fprintf(f, "masteraff_master_memory_worker0_node_ratio %.4f\n",
-            (double)there / (double)total);
+            (double)v->pages_on_worker0_node / (double)v->pages_total);
 }
 
 /* Writes text to path through a temporary file beside it, renamed over
@@ -191,13 +184,11 @@ static int write_atomically(const char *path, const char *text, size_t len)
 /* The exposition, to stdout or the textfile. */
 static void emit(char *text, size_t len)
 {
-    int err;
-    if (!textfile) {
+    int err = 0;
+    if (textfile)
+        err = write_atomically(textfile, text, len);
+    else
         fwrite(text, 1, len, stdout);
-        free(text);
-        return;
-    }
-    err = write_atomically(textfile, text, len);
     free(text);
     if (err) {
         failure_report = NULL;
@@ -206,31 +197,17 @@ static void emit(char *text, size_t len)
     }
 }
 
-static FILE *exposition(char **text, size_t *len)
-{
-    FILE *f = open_memstream(text, len);
-    if (!f)
-        out_of_memory();
-    return f;
-}
-
-static void close_exposition(FILE *f)
-{
-    if (fclose(f) != 0)
-        out_of_memory();
-}
-
 /* What a failure leaves: the master is down, the reason a comment (its
  * values are shortened already, with no line break). */
-static void report_failure(const char *message)
+static void expose_failure(const char *message)
 {
     char *text;
     size_t len;
-    FILE *f = exposition(&text, &len);
+    FILE *f = xopen_memstream(&text, &len);
     fprintf(f, "# %s: %s\n", me, message);
     up_sample(f, false);
     verdict_samples(f, LEVEL_UNKNOWN);
-    close_exposition(f);
+    xclose_memstream(f);
     emit(text, len);
 }
 
@@ -239,13 +216,13 @@ void print_prometheus(const struct table *t, const struct library *lib,
 {
     char *text;
     size_t len;
-    FILE *f = exposition(&text, &len);
+    FILE *f = xopen_memstream(&text, &len);
     up_sample(f, true);
     verdict_samples(f, v->level);
     library_samples(f, lib);
     process_samples(f, t, v);
     memory_samples(f, &t->procs[0], v);
-    close_exposition(f);
+    xclose_memstream(f);
     emit(text, len);
 }
 
@@ -255,20 +232,26 @@ static bool ends_with(const char *s, const char *suffix)
     return n > k && strcmp(s + n - k, suffix) == 0;
 }
 
-void prometheus_output(bool to_file, const char *path)
+static bool is_directory(const char *path)
 {
     struct stat st;
-    failure_report = report_failure;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+void prometheus_output(bool to_file, const char *path)
+{
+    failure_report = expose_failure;
     if (!to_file)
         return;
-    if (path && !*path)
+    if (!path)
+        textfile = DEFAULT_TEXTFILE_DIR "/" TEXTFILE_NAME;
+    else if (!*path)
         fail(EXIT_USAGE, "--textfile= names no directory or file");
-    if (!path || (stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
-        textfile = xasprintf("%s/" TEXTFILE_NAME,
-                             path ? path : DEFAULT_TEXTFILE_DIR);
-    else if (path && ends_with(path, ".prom"))
+    else if (is_directory(path))
+        textfile = xasprintf("%s/" TEXTFILE_NAME, path);
+    else if (ends_with(path, ".prom"))
         textfile = path;
-    else if (path)
+    else
         fail(EXIT_USAGE,
              "--textfile=%s: not a directory, nor a file name ending in "
              ".prom (the only files node_exporter's textfile collector "

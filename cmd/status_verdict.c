@@ -347,11 +347,14 @@ static void judge_memory(const struct table *t, const struct proc *w0,
     const struct ma_pages *mp = t->procs[0].pages;
     int node = node_of(ma_cpuset_first(&w0->cpus));
     int err = mp->priv.error ? mp->priv.error : mp->shared.error;
-    unsigned long total, there;
     unsigned percent;
     char why[400];
 
-    v->worker0_node = node >= 0 && node < MA_PAGES_MAX_NODES ? node : -1;
+    if (!err && node >= 0 && node < MA_PAGES_MAX_NODES) {
+        v->pages_total =
+            ma_pages_total(&mp->priv) + ma_pages_total(&mp->shared);
+        v->pages_on_worker0_node = mp->priv.node[node] + mp->shared.node[node];
+    }
     if (strcmp(setting(lib, VAR_MIGRATE), "off") == 0)
         add_reason(v, LEVEL_OK,
                    "master's memory: not moved (MASTERAFF_MIGRATE=off)");
@@ -363,12 +366,11 @@ static void judge_memory(const struct table *t, const struct proc *w0,
         add_reason(v, LEVEL_OK,
                    "master's memory: worker 0's node is not known under %s",
                    shortened(sysfs_root));
-    else if ((total = ma_pages_total(&mp->priv) +
-                      ma_pages_total(&mp->shared)) == 0)
+    else if (v->pages_total == 0)
         add_reason(v, LEVEL_OK, "master's memory: no resident pages counted");
     else {
-        there = mp->priv.node[node] + mp->shared.node[node];
-        percent = (unsigned)(100 * there / total);
+        percent =
+            (unsigned)(100 * v->pages_on_worker0_node / v->pages_total);
         add_reason(v,
                    percent < MEMORY_FOLLOWED_PERCENT ? LEVEL_WARNING
                                                      : LEVEL_OK,
@@ -383,7 +385,7 @@ void judge(const struct table *t, const struct library *lib,
                   struct verdict *v)
 {
     const struct proc *w0 = worker0(t);
-    v->with_worker0 = v->worker0_node = -1;
+    v->with_worker0 = -1;
     judge_library(t->procs[0].pid, lib, v);
     judge_settings(t->procs[0].pid, lib, v);
     if (!w0)
