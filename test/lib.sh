@@ -200,6 +200,9 @@ stop_nginx() {
     rm -f "$T/nginx.pid"
 }
 
+# Stops nginx and empties its logs: what follows reads the next start's.
+fresh() { stop_nginx; : >"$T/error.log"; : >"$T/stderr"; }
+
 # Processes a test started in the background, killed when it ends.
 bg_pids=()
 
