@@ -79,10 +79,7 @@ ok $? "the respawned worker 0 asks for CPU 0 and is on CPU 1"
 is "$(mapped_lines)" 1 "a respawn is no new generation: nothing said"
 
 # ---- a reload: mapped and said once more ----
-old=$(workers)
-kill -HUP "$m"
-wait_new_workers "$old $r"
-read -r n0 n1 <<<"$(new_workers "$old $r")"
+reload_workers
 on "$n0" "$n1" 1 1
 ok $? "after a reload both new workers are on CPU 1"
 wait_for "[ \$(mapped_lines) -eq 2 ]"
@@ -91,11 +88,8 @@ lib_lines | grep -q "the configuration re-read says worker_cpu_affinity auto, CP
 ok $? "the master read the configuration again for the reload"
 
 # ---- a reload to explicit masks: never mapped ----
-old=$(workers)
 write_conf "01 10"
-kill -HUP "$m"
-wait_new_workers "$old"
-read -r n0 n1 <<<"$(new_workers "$old")"
+reload_workers
 on "$n0" "$n1" 0 1
 ok $? "reloaded to worker_cpu_affinity 01 10: worker 0 on CPU 0, outside the start mask, as asked"
 is "$(mapped_lines)" 2 "nothing more mapped"
@@ -227,10 +221,7 @@ ok $? "cpuset 0-1: workers on CPUs 0 and 1, as nginx's auto says"
 is "$(mapped_lines)" 0 "nothing mapped"
 echo 1 >"$cg/cpuset.cpus"
 wait_for "[ \"\$(cpus_of $m)\" = 1 ]"
-old=$(workers)
-kill -HUP "$m"
-wait_new_workers "$old"
-read -r n0 n1 <<<"$(new_workers "$old")"
+reload_workers
 on "$n0" "$n1" 1 1
 ok $? "shrunk to CPU 1, after a reload: both new workers on CPU 1"
 wait_for "[ \$(mapped_lines) -eq 1 ]"

@@ -244,6 +244,16 @@ wait_new_workers() {
     wait_for "[ \$(new_workers '$1' | wc -w) -eq 2 ]" "${2:-60}"
 }
 
+# A reload: sends the master a HUP and waits for two new workers, which it
+# sets as n0 and n1 (in their order).
+reload_workers() {
+    local old
+    old=$(workers)
+    n0= n1=
+    kill -HUP "$(master_pid)"
+    wait_new_workers "$old" && read -r n0 n1 <<<"$(new_workers "$old")"
+}
+
 # Waits until workers $1 and $2 have pinned themselves to CPUs 1 and 0
 # (worker_cpu_affinity 10 01).
 wait_pinned() {
