@@ -184,7 +184,7 @@ if ! make_cpuset; then
     done_testing
     exit
 fi
-drop_cpuset() { wait_for "[ ! -s $cg/cgroup.procs ]" 10; rmdir "$cg" 2>/dev/null; }
+drop_cpuset() { wait_for "[ ! -s $cg/cgroup.procs ]"; rmdir "$cg" 2>/dev/null; }
 trap 'cleanup; drop_cpuset' EXIT
 
 # in_cpuset VAR=VALUE...: nginx with the library, started in the cpuset.
@@ -197,7 +197,7 @@ in_cpuset() {
 in_cpuset MASTERAFF_LOG=notice
 wait_workers
 
-wait_for "grep -aq 'sched_setaffinity() failed (22: Invalid argument)' $T/error.log" 20
+wait_for "grep -aq 'sched_setaffinity() failed (22: Invalid argument)' $T/error.log"
 ok $? "cpuset 1, without the setting: the kernel refuses worker 0's CPU 0 and nginx says so"
 is "$(mapped_lines)" 0 "nothing mapped"
 fresh
