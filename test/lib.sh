@@ -328,8 +328,10 @@ all_gone() {
 # The master's children not in the space-separated list $1 (one pgrep: the
 # workers helper runs a grep per child).
 children_but() {
-    local p
-    for p in $(pgrep -P "$(master_pid)"); do
+    local p m
+    m=$(master_pid)
+    [ -n "$m" ] || return 0 # no master yet
+    for p in $(pgrep -P "$m"); do
         case " $1 " in *" $p "*) ;; *) echo "$p" ;; esac
     done
 }
