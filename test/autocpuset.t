@@ -11,9 +11,7 @@
 PORT=18251
 make_twopkg
 
-lib_err() { grep -a 'masteraff: ' "$T/error.log"; }
 mapped_lines() { grep -ac 'masteraff: worker_cpu_affinity auto mapped into the cpuset' "$T/error.log"; }
-fresh() { stop_nginx; : >"$T/error.log"; : >"$T/stderr"; }
 
 # start_on CPUS [VAR=VALUE...]: nginx with the library, started on CPUS.
 start_on() {
@@ -49,7 +47,7 @@ wait_workers_on 0 1
 ok $? "without MASTERAFF_AUTO: started on CPU 1, worker 0 pins to CPU 0 and worker 1 to CPU 1, as nginx's auto says"
 grep -q "no placement at start: worker 0's CPUs 0 are outside the master's CPUs 1" "$T/stderr"
 ok $? "and no placement at start: worker 0's CPU is outside the master's mask"
-wait_for "lib_err | grep -q 'outside master'"
+wait_for "lib_lines | grep -q 'outside master'"
 is "$(mapped_lines)" 0 "nothing mapped, nothing said of it"
 fresh
 
@@ -61,10 +59,10 @@ grep -q "worker 0 will pin to CPUs 1 (worker_cpu_affinity at $T/nginx.conf:2; au
 ok $? "the prediction at start is the mapped CPU, and says why"
 grep -q "master [0-9]* placed at start on CPUs 1 (package 1)" "$T/stderr"
 ok $? "the master is placed at start on the mapped CPU's package"
-wait_for "lib_err | grep -q 'placed there at start'"
-lib_err | grep -q "masteraff: master $m stays on CPUs 1 (package 1), placed there at start for worker $w0 on CPU 1, confirmed"
+wait_for "lib_lines | grep -q 'placed there at start'"
+lib_lines | grep -q "masteraff: master $m stays on CPUs 1 (package 1), placed there at start for worker $w0 on CPU 1, confirmed"
 ok $? "worker 0's pin confirms the placement at start"
-lib_err | grep -q "\[notice\] $w0#$w0: masteraff: worker_cpu_affinity auto mapped into the cpuset 1 (auto's CPUs 0-1 are not all in it): worker $w0 asked for CPU 0, gets CPU 1; each worker the allowed CPU of its rank"
+lib_lines | grep -q "\[notice\] $w0#$w0: masteraff: worker_cpu_affinity auto mapped into the cpuset 1 (auto's CPUs 0-1 are not all in it): worker $w0 asked for CPU 0, gets CPU 1; each worker the allowed CPU of its rank"
 ok $? "worker 0 says the mapping in error.log"
 is "$(mapped_lines)" 1 "once for the start"
 ! grep -aq 'sched_setaffinity() failed' "$T/error.log"
@@ -81,27 +79,21 @@ ok $? "the respawned worker 0 asks for CPU 0 and is on CPU 1"
 is "$(mapped_lines)" 1 "a respawn is no new generation: nothing said"
 
 # ---- a reload: mapped and said once more ----
-old=$(workers)
-kill -HUP "$m"
-wait_new_workers "$old $r"
-read -r n0 n1 <<<"$(new_workers "$old $r")"
+reload_workers
 on "$n0" "$n1" 1 1
 ok $? "after a reload both new workers are on CPU 1"
 wait_for "[ \$(mapped_lines) -eq 2 ]"
 ok $? "the reload's worker 0 says the mapping once"
-lib_err | grep -q "the configuration re-read says worker_cpu_affinity auto, CPUs 0-1"
+lib_lines | grep -q "the configuration re-read says worker_cpu_affinity auto, CPUs 0-1"
 ok $? "the master read the configuration again for the reload"
 
 # ---- a reload to explicit masks: never mapped ----
-old=$(workers)
 write_conf "01 10"
-kill -HUP "$m"
-wait_new_workers "$old"
-read -r n0 n1 <<<"$(new_workers "$old")"
+reload_workers
 on "$n0" "$n1" 0 1
 ok $? "reloaded to worker_cpu_affinity 01 10: worker 0 on CPU 0, outside the start mask, as asked"
 is "$(mapped_lines)" 2 "nothing more mapped"
-lib_err | grep -q "the configuration re-read does not say worker_cpu_affinity auto"
+lib_lines | grep -q "the configuration re-read does not say worker_cpu_affinity auto"
 ok $? "the master read that the configuration no longer says auto"
 fresh
 
@@ -117,7 +109,7 @@ write_conf auto
 start_on 0-1 MASTERAFF_AUTO=cpuset
 wait_workers_on 0 1
 ok $? "started on CPUs 0-1: workers on CPUs 0 and 1, as nginx's auto says"
-wait_for "lib_err | grep -q 'placed there at start'"
+wait_for "lib_lines | grep -q 'placed there at start'"
 is "$(mapped_lines)" 0 "and nothing said of a mapping"
 fresh
 
@@ -133,7 +125,7 @@ wait_workers_on 0 1
 ok $? "MASTERAFF_AUTO=cpusets (bad): ignored, worker 0 on CPU 0"
 grep -q '\[warn\] .*masteraff: MASTERAFF_AUTO="cpusets" is not valid (accepted: cpuset, off); ignored: worker_cpu_affinity auto is left as nginx makes it' "$T/stderr"
 ok $? "the bad value is said, naming the value and the accepted ones"
-wait_for "lib_err | grep -q 'outside master'"
+wait_for "lib_lines | grep -q 'outside master'"
 ok $? "the library is not inert: it still decides (worker 0 outside the master's mask)"
 is "$(cat "$T/stderr" "$T/error.log" | grep -c 'MASTERAFF_AUTO=')" 1 "said once, neither again nor in error.log"
 is "$(mapped_lines)" 0 "nothing mapped"
@@ -192,7 +184,7 @@ if ! make_cpuset; then
     done_testing
     exit
 fi
-drop_cpuset() { wait_for "[ ! -s $cg/cgroup.procs ]" 10; rmdir "$cg" 2>/dev/null; }
+drop_cpuset() { wait_for "[ ! -s $cg/cgroup.procs ]"; rmdir "$cg" 2>/dev/null; }
 trap 'cleanup; drop_cpuset' EXIT
 
 # in_cpuset VAR=VALUE...: nginx with the library, started in the cpuset.
@@ -205,7 +197,7 @@ in_cpuset() {
 in_cpuset MASTERAFF_LOG=notice
 wait_workers
 
-wait_for "grep -aq 'sched_setaffinity() failed (22: Invalid argument)' $T/error.log" 20
+wait_for "grep -aq 'sched_setaffinity() failed (22: Invalid argument)' $T/error.log"
 ok $? "cpuset 1, without the setting: the kernel refuses worker 0's CPU 0 and nginx says so"
 is "$(mapped_lines)" 0 "nothing mapped"
 fresh
@@ -214,8 +206,8 @@ in_cpuset MASTERAFF_AUTO=cpuset
 wait_workers_on 1 1
 wait_for "[ \$(mapped_lines) -eq 1 ]"
 ok $? "cpuset 1, MASTERAFF_AUTO=cpuset: worker 0 says auto is mapped into the cpuset 1"
-wait_for "lib_err | grep -q 'placed there at start'"
-lib_err | grep -q "masteraff: master $m stays on CPUs 1 (package 1), placed there at start for worker $w0 on CPU 1, confirmed"
+wait_for "lib_lines | grep -q 'placed there at start'"
+lib_lines | grep -q "masteraff: master $m stays on CPUs 1 (package 1), placed there at start for worker $w0 on CPU 1, confirmed"
 ok $? "the master was placed at start where worker 0 pinned"
 ! grep -aq 'sched_setaffinity() failed' "$T/error.log"
 ok $? "no pin refused"
@@ -229,14 +221,11 @@ ok $? "cpuset 0-1: workers on CPUs 0 and 1, as nginx's auto says"
 is "$(mapped_lines)" 0 "nothing mapped"
 echo 1 >"$cg/cpuset.cpus"
 wait_for "[ \"\$(cpus_of $m)\" = 1 ]"
-old=$(workers)
-kill -HUP "$m"
-wait_new_workers "$old"
-read -r n0 n1 <<<"$(new_workers "$old")"
+reload_workers
 on "$n0" "$n1" 1 1
 ok $? "shrunk to CPU 1, after a reload: both new workers on CPU 1"
 wait_for "[ \$(mapped_lines) -eq 1 ]"
-lib_err | grep -q "\[notice\] $n0#$n0: masteraff: worker_cpu_affinity auto mapped into the cpuset 1 "
+lib_lines | grep -q "\[notice\] $n0#$n0: masteraff: worker_cpu_affinity auto mapped into the cpuset 1 "
 ok $? "the reload's worker 0 says auto is mapped into the new cpuset"
 ! grep -aq 'sched_setaffinity() failed' "$T/error.log"
 ok $? "no pin refused"

@@ -35,8 +35,10 @@ podman run -d --name "$C" --network none --cpuset-cpus 0 \
     --rootfs /:O "$NGINX" -c "$T/nginx.conf" >/dev/null 2>"$T/err" ||
     skip_all "podman cannot run a container here: $(tail -1 "$T/err")"
 m=$(podman inspect -f '{{.State.Pid}}' "$C")
-ctr_workers() { children_of "$m" worker | tr '\n' ' ' | sed 's/ $//'; }
-wait_for "[ \$(ctr_workers | wc -w) -eq 2 ]"
+# The pid file holds the master's pid in the container: lib.sh's workers
+# and reloads find it by its pid here.
+master_pid() { echo "$m"; }
+wait_workers
 ok $? "nginx runs in the container, with two workers"
 is "$(cpus_of "$m")" 0 "the master is on the container's CPU 0"
 
@@ -47,13 +49,10 @@ ok $? "podman update --cpuset-cpus 0-1: the kernel widens the master's mask"
 
 # ctr_reload AFFINITY CPU0 CPU1: a reload; the new workers pinned, the old gone.
 ctr_reload() {
-    local old list
-    write_conf "${1:+$1}" "daemon off;"
-    old=$(ctr_workers)
-    kill -HUP "$m"
-    wait_for "list=\$(for p in \$(ctr_workers); do case ' $old ' in *\" \$p \"*) ;; *) echo \$p ;; esac; done) && [ \$(echo \$list | wc -w) -eq 2 ]" &&
-        wait_for "set -- \$list && [ \"\$(cpus_of \$1)\" = $2 ] && [ \"\$(cpus_of \$2)\" = $3 ]" &&
-        wait_for "[ \$(ctr_workers | wc -w) -eq 2 ]"
+    write_conf "$1" "daemon off;"
+    reload_workers &&
+        wait_for "[ \"\$(cpus_of $n0)\" = $2 ] && [ \"\$(cpus_of $n1)\" = $3 ]" &&
+        wait_workers
 }
 
 ctr_reload "10 01" 1 0

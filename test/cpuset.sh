@@ -97,12 +97,9 @@ pinned_on() {
 # reload_to AFFINITY CPU0 CPU1: a reload with that worker_cpu_affinity;
 # waits for the new workers pinned to CPU0 and CPU1 and the old ones gone.
 reload_to() {
-    local old
     write_conf "$1"
-    old=$(workers)
-    kill -HUP "$m"
-    wait_new_workers "$old"
-    wait_for "pinned_on \"\$(new_workers '$old')\" $2 $3" &&
+    reload_workers &&
+        wait_for "pinned_on '$n0 $n1' $2 $3" &&
         wait_for "[ \$(workers | wc -w) -eq 2 ]"
 }
 
@@ -187,9 +184,7 @@ case_shrink_idle() {
     cg_set 0
     wait_for "[ \"\$(cpus_of $m)\" = 0 ]"
     ok $? "$label: the kernel narrows the master's mask to CPU 0"
-    old=$(workers)
-    kill -HUP "$m"
-    wait_new_workers "$old"
+    reload_workers
     said_once "master $m: the cpuset changed to 0 (was 0-1): its original mask is CPUs 0 now; master stays on CPUs 0 (its original mask), with no worker to follow" \
         "$label: a reload; one line says the cpuset shrank"
     cg_set 0-1

@@ -56,11 +56,8 @@ wait_pinned_workers
 wait_for "lib_lines | grep -q 'master $m stays on'"
 lib_lines | grep -qE "\[notice\] .*masteraff: master $m stays on CPUs 0-1 \(package 0\), (already|placed) there (at start )?for worker $w0 on CPU 1.*; memory not moved to node 1 \(node 1 does not exist\)"
 ok $? "worker 0 on node 1: a line says the master stays on the package, and why its memory stays"
-old=$(workers)
 write_conf "01 10"
-kill -HUP "$m"
-wait_new_workers "$old"
-read -r n0 n1 <<<"$(new_workers "$old")"
+reload_workers
 wait_for "lib_lines | grep -q 'for worker $n0 '"
 lib_lines | grep -q "\[notice\] .*masteraff: master $m stays on CPUs 0-1 (package 0), already there for worker $n0 on CPU 0.*; moved [0-9]* pages to node 0"
 ok $? "reload moving worker 0 to node 0: a line says the memory moved to node 0"

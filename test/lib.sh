@@ -200,6 +200,9 @@ stop_nginx() {
     rm -f "$T/nginx.pid"
 }
 
+# Stops nginx and empties its logs: what follows reads the next start's.
+fresh() { stop_nginx; : >"$T/error.log"; : >"$T/stderr"; }
+
 # Processes a test started in the background, killed when it ends.
 bg_pids=()
 
@@ -239,6 +242,16 @@ new_workers() {
 # Waits (up to $2 seconds, as wait_for) for two workers none of which is in $1.
 wait_new_workers() {
     wait_for "[ \$(new_workers '$1' | wc -w) -eq 2 ]" "${2:-60}"
+}
+
+# A reload: sends the master a HUP and waits for two new workers, which it
+# sets as n0 and n1 (in their order).
+reload_workers() {
+    local old
+    old=$(workers)
+    n0= n1=
+    kill -HUP "$(master_pid)"
+    wait_new_workers "$old" && read -r n0 n1 <<<"$(new_workers "$old")"
 }
 
 # Waits until workers $1 and $2 have pinned themselves to CPUs 1 and 0
@@ -315,8 +328,10 @@ all_gone() {
 # The master's children not in the space-separated list $1 (one pgrep: the
 # workers helper runs a grep per child).
 children_but() {
-    local p
-    for p in $(pgrep -P "$(master_pid)"); do
+    local p m
+    m=$(master_pid)
+    [ -n "$m" ] || return 0 # no master yet
+    for p in $(pgrep -P "$m"); do
         case " $1 " in *" $p "*) ;; *) echo "$p" ;; esac
     done
 }

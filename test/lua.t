@@ -127,7 +127,6 @@ is "$("$SRCDIR/test/predict" -x "$NGINX" -- -c "$T/nginx.conf" | head -1)" \
     "an unterminated Lua block: the reason says where it starts, and nginx's words"
 
 # ---- the library: placed at start, confirmed by worker 0 ----
-lib_err() { grep -a 'masteraff: ' "$T/error.log"; }
 lib_stderr() { grep -a 'masteraff: ' "$T/stderr"; }
 
 lua_conf "10 01"
@@ -139,8 +138,8 @@ lib_stderr | grep -q "\[debug\] .*masteraff: worker 0 will pin to CPUs 1 (worker
 ok $? "the Lua blocks are read, and the mask after them"
 lib_stderr | grep -q "\[debug\] .*masteraff: master [0-9]* placed at start on CPUs 1 (package 1)"
 ok $? "the master is placed at start on worker 0's package"
-wait_for "lib_err | grep -q 'placed there at start'"
-lib_err | grep -q "\[notice\] .*masteraff: master $m stays on CPUs 1 (package 1), placed there at start for worker $w0 on CPU 1"
+wait_for "lib_lines | grep -q 'placed there at start'"
+lib_lines | grep -q "\[notice\] .*masteraff: master $m stays on CPUs 1 (package 1), placed there at start for worker $w0 on CPU 1"
 ok $? "error.log: worker 0 confirmed the placement at start"
 is "$(curl -s "http://127.0.0.1:$PORT/")" hello "content_by_lua_block serves"
 stop_nginx

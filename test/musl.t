@@ -26,13 +26,12 @@ NGINX=$musl_nginx
 LIB=$SRCDIR/build-musl/libmasteraff.so
 make_twopkg
 
-lib_err() { grep -a 'masteraff: ' "$T/error.log"; }
 # said PATTERN DESCRIPTION: a library line of error.log matches PATTERN;
 # the lines are shown when none does.
 said() {
-    lib_err | grep -q "$1"
+    lib_lines | grep -q "$1"
     ok $? "$2"
-    lib_err | grep -q "$1" || lib_err | sed 's/^/#   /'
+    lib_lines | grep -q "$1" || lib_lines | sed 's/^/#   /'
 }
 lib_stderr() { grep -a 'masteraff: ' "$T/stderr"; }
 
@@ -78,7 +77,7 @@ lib_stderr | grep -q "\[debug\] .*masteraff: read 1 configuration file: $T/nginx
 ok $? "the constructor knows the command line: it read the configuration given by -c"
 lib_stderr | grep -q "\[debug\] .*masteraff: master [0-9]* placed at start on CPUs 1 (package 1)"
 ok $? "the master is placed at start, before main()"
-wait_for "lib_err | grep -q 'placed there at start'"
+wait_for "lib_lines | grep -q 'placed there at start'"
 said "\[notice\] .*masteraff: master $m stays on CPUs 1 (package 1), placed there at start for worker $w0 on CPU 1, confirmed [0-9]*ms after the start; memory not moved to node 0 (libnuma.so.1 not found, nor $SRCDIR/build-musl/libnuma.so.1)" \
     "error.log: worker 0 confirms the placement (through fork and the daemon's setsid); libnuma's absence, here and beside the library, is said"
 is "$(cpus_of "$m")" 1 "the master is on CPU 1"
@@ -86,13 +85,10 @@ serves
 ok $? "nginx serves"
 
 # ---- following a reload ----
-old=$(workers)
 musl_conf "01 10"
-kill -HUP "$m"
-wait_new_workers "$old"
-read -r n0 n1 <<<"$(new_workers "$old")"
-wait_for "lib_err | grep -q 'following worker $n0 '"
-lib_err | grep -q "\[notice\] .*masteraff: master $m -> CPUs 0 (package 0), following worker $n0 on CPU 0"
+reload_workers
+wait_for "lib_lines | grep -q 'following worker $n0 '"
+lib_lines | grep -q "\[notice\] .*masteraff: master $m -> CPUs 0 (package 0), following worker $n0 on CPU 0"
 ok $? "reload to 01 10: the master follows the new worker 0 to CPU 0"
 wait_for "[ \"\$(cpus_of $m)\" = 0 ]"
 is "$(cpus_of "$m")" 0 "the master is on CPU 0"
@@ -101,8 +97,8 @@ is "$(cpus_of "$m")" 0 "the master is on CPU 0"
 kill -9 "$n0"
 wait_for "[ \$(new_workers '$n0 $n1' | wc -w) -eq 1 ]"
 r0=$(new_workers "$n0 $n1")
-wait_for "lib_err | grep -q 'worker $r0 now leads'"
-lib_err | grep -q "\[notice\] .*masteraff: master $m stays on CPUs 0: worker $r0 now leads, on CPU 0 as the worker before it"
+wait_for "lib_lines | grep -q 'worker $r0 now leads'"
+lib_lines | grep -q "\[notice\] .*masteraff: master $m stays on CPUs 0: worker $r0 now leads, on CPU 0 as the worker before it"
 ok $? "worker 0 killed: its respawn leads, and the master stays"
 is "$(master_pid) $(cpus_of "$m")" "$m 0" "the same master, still on CPU 0"
 
@@ -112,7 +108,7 @@ wait_for "[ -s $T/nginx.pid.oldbin ] && [ -s $T/nginx.pid ] && [ \"\$(master_pid
 new=$(master_pid)
 [ -n "$new" ] && [ "$new" != "$m" ]
 ok $? "USR2 starts a new master ($new) through execve"
-wait_for "lib_err | grep -q 'master $new stays on'"
+wait_for "lib_lines | grep -q 'master $new stays on'"
 said "\[notice\] .*masteraff: master $new stays on CPUs 0 (package 0), placed there at start for worker [0-9]* on CPU 0" \
     "the new master is placed at start on its worker 0's CPU 0"
 is "$(grep -c 'libmasteraff.so' "/proc/$new/maps")" "$(grep -c 'libmasteraff.so' "/proc/$m/maps")" \
@@ -122,7 +118,7 @@ wait_for "gone $m"
 ok $? "the old master exits on SIGQUIT"
 serves
 ok $? "the new master serves"
-! lib_err | grep -qE '\[(error|crit|alert|emerg)\]'
+! lib_lines | grep -qE '\[(error|crit|alert|emerg)\]'
 ok $? "no library line above warn"
 stop_nginx
 
@@ -135,7 +131,7 @@ musl-gcc -std=gnu11 -Wall -Wextra -Werror -O2 -fPIC -shared -Wl,-soname,libnuma.
 musl_conf "10 01"
 LD_LIBRARY_PATH=$T/numa start_nginx
 wait_pinned_workers
-wait_for "lib_err | grep -q 'placed there at start'"
+wait_for "lib_lines | grep -q 'placed there at start'"
 said "\[notice\] .*masteraff: master $m stays on CPUs 1 (package 1), placed there at start for worker $w0 on CPU 1, confirmed [0-9]*ms after the start; moved [0-9]* pages to node 0" \
     "with libnuma.so.1 in LD_LIBRARY_PATH: the library opens it with musl's dlopen and moves the master's pages"
 stop_nginx
@@ -147,7 +143,7 @@ cp "$LIB" "$T/numa/"
 : >"$T/error.log"
 LIB=$T/numa/libmasteraff.so start_nginx
 wait_pinned_workers
-wait_for "lib_err | grep -q 'placed there at start'"
+wait_for "lib_lines | grep -q 'placed there at start'"
 said "\[notice\] .*masteraff: master $m stays on CPUs 1 (package 1), placed there at start for worker $w0 on CPU 1, confirmed [0-9]*ms after the start; moved [0-9]* pages to node 0 in [0-9]*us (with $T/numa/libnuma.so.1, beside the library)" \
     "libnuma only beside the library: that copy is opened, and the line says so"
 grep -q "$T/numa/libnuma.so.1" "/proc/$m/maps"

@@ -15,7 +15,6 @@ export -n NGINX
 make_twopkg
 write_conf "10 01"
 
-lib_err() { grep -a 'masteraff: ' "$T/error.log"; }
 lib_stderr() { grep -a 'masteraff: ' "$T/stderr"; }
 
 # placed EXECUTABLE: started with the library, its master is placed at
@@ -29,8 +28,8 @@ placed() {
     wait_pinned_workers
     lib_stderr | grep -q "\[debug\] .*masteraff: master [0-9]* placed at start on CPUs 1 (package 1)"
     ok $? "$exe: placed at start (the name matched: $name)"
-    wait_for "lib_err | grep -q 'placed there at start'"
-    lib_err | grep -q "\[notice\] .*masteraff: master $m stays on CPUs 1 (package 1), placed there at start for worker $w0 on CPU 1"
+    wait_for "lib_lines | grep -q 'placed there at start'"
+    lib_lines | grep -q "\[notice\] .*masteraff: master $m stays on CPUs 1 (package 1), placed there at start for worker $w0 on CPU 1"
     ok $? "$exe: worker 0 confirms it in error.log"
     stop_nginx
 }
@@ -54,7 +53,7 @@ MASTERAFF_LOG=debug start_nginx
 wait_pinned_workers
 lib_stderr | grep -q "\[debug\] .*masteraff: $T/sbin/webserver is not a target: its name does not match MASTERAFF_PROGRAMS (nginx\*,openresty\*,angie\*,freenginx\*,tengine\*)"
 ok $? "webserver: not a target, said at debug level"
-is "$(lib_err | wc -l)" 0 "webserver: the library says nothing in error.log"
+is "$(lib_lines | wc -l)" 0 "webserver: the library says nothing in error.log"
 is "$(cpus_of "$m")" 0-1 "webserver: the master keeps its mask"
 stop_nginx
 

@@ -68,6 +68,7 @@ echo "$said" | grep -q "too few descriptors left for the program (soft RLIMIT_NO
 ok $? "it says why: the limit and what the library keeps free"
 wait_for "[ \"\$(cpus_of $m)\" = 1 ]"
 is "$(cpus_of "$m")" 1 "the master is on worker 0's package after the reload"
+wait_for "grep -q 'masteraff: master $m stays on CPUs 1: worker [0-9]* now leads' '$T/error.log'"
 lead=$(sed -n "s/.*masteraff: master $m stays on CPUs 1: worker \([0-9]*\) now leads.*/\1/p" "$T/error.log")
 case " $new_set " in *" $lead "*) [ "$(cpus_of "$lead")" = 1 ] ;; *) false ;; esac
 ok $? "it follows the new worker 0 (the reload's one worker on CPU 1: ${lead:-none})"

@@ -105,17 +105,12 @@ loader_exits() {
     ok $? "$1: the cache loader is gone"
 }
 
+# restart [PRELOAD]: a new nginx, with PRELOAD loaded before the library.
 restart() {
-    stop_nginx
-    : >"$T/error.log"
+    fresh
     write_conf "01 10"
-    start_nginx_preloading "$@"
+    LIB="${1:+$1 }$LIB" start_nginx
     wait_settled 0
-}
-
-start_nginx_preloading() {
-    env LD_PRELOAD="$* $LIB" MASTERAFF_SYSFS="$T/sys" \
-        "$NGINX" -c "$T/nginx.conf" 2>"$T/stderr"
 }
 
 # The issue's sequence: placed at start, a refused reload, three deaths.
