@@ -34,47 +34,36 @@ static int open_unless_hidden(const char *name, int dirfd, const char *path,
     return next(dirfd, path, flags, mode);
 }
 
-static mode_t mode_arg(int flags, va_list ap)
-{
-    return (flags & (O_CREAT | O_TMPFILE)) ? (mode_t)va_arg(ap, int) : 0;
-}
+/* The mode argument, present only when the flags create a file (a GNU
+ * statement expression: va_start must run in the variadic function). */
+#define MODE_ARG(flags)                                                   \
+    ({                                                                    \
+        va_list ap_;                                                      \
+        mode_t mode_ = 0;                                                 \
+        va_start(ap_, flags);                                             \
+        if ((flags) & (O_CREAT | O_TMPFILE))                              \
+            mode_ = (mode_t)va_arg(ap_, int);                             \
+        va_end(ap_);                                                      \
+        mode_;                                                            \
+    })
 
 int open(const char *path, int flags, ...)
 {
-    va_list ap;
-    mode_t mode;
-    va_start(ap, flags);
-    mode = mode_arg(flags, ap);
-    va_end(ap);
-    return open_unless_hidden("openat", AT_FDCWD, path, flags, mode);
+    return open_unless_hidden("openat", AT_FDCWD, path, flags, MODE_ARG(flags));
 }
 
 int open64(const char *path, int flags, ...)
 {
-    va_list ap;
-    mode_t mode;
-    va_start(ap, flags);
-    mode = mode_arg(flags, ap);
-    va_end(ap);
-    return open_unless_hidden("openat64", AT_FDCWD, path, flags, mode);
+    return open_unless_hidden("openat64", AT_FDCWD, path, flags,
+                              MODE_ARG(flags));
 }
 
 int openat(int dirfd, const char *path, int flags, ...)
 {
-    va_list ap;
-    mode_t mode;
-    va_start(ap, flags);
-    mode = mode_arg(flags, ap);
-    va_end(ap);
-    return open_unless_hidden("openat", dirfd, path, flags, mode);
+    return open_unless_hidden("openat", dirfd, path, flags, MODE_ARG(flags));
 }
 
 int openat64(int dirfd, const char *path, int flags, ...)
 {
-    va_list ap;
-    mode_t mode;
-    va_start(ap, flags);
-    mode = mode_arg(flags, ap);
-    va_end(ap);
-    return open_unless_hidden("openat64", dirfd, path, flags, mode);
+    return open_unless_hidden("openat64", dirfd, path, flags, MODE_ARG(flags));
 }
