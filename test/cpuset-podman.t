@@ -5,9 +5,14 @@
 # `podman update --cpuset-cpus 0-1`, then a reload with worker_cpu_affinity
 # 10 01: the master follows worker 0 to CPU 1 (package 1 of the fake
 # tree). Then `podman update --cpuset-cpus 0` and a reload: the master is
-# on CPU 0, its new original mask. Inside, the cgroup's cpuset is the
-# container's own mount of the hierarchy (its root the container's
-# cgroup). Skipped where podman cannot run a container or update one.
+# on CPU 0, its new original mask. Then, as in a Guaranteed pod given CPU
+# 1, `podman update --cpuset-cpus 1` and a reload with worker_cpu_affinity
+# auto (MASTERAFF_AUTO=cpuset, set from the start, changes no mask written
+# out): both workers get CPU 1 instead of nginx's refused CPU 0, and the
+# master, moved there by the kernel, stays with worker 0. Inside, the
+# cgroup's cpuset is the container's own mount of the hierarchy (its root
+# the container's cgroup). Skipped where podman cannot run a container or
+# update one.
 . "$(dirname "$0")/lib.sh"
 PORT=18239
 [ "$(id -u)" = 0 ] || skip_all "not root (podman's store)"
@@ -31,7 +36,7 @@ write_conf "" "daemon off;"
 chmod a+rx "$T"
 podman run -d --name "$C" --network none --cpuset-cpus 0 \
     -v "$T:$T" -v "$SRCDIR:$SRCDIR:ro" \
-    -e LD_PRELOAD="$LIB" -e MASTERAFF_SYSFS="$T/sys" \
+    -e LD_PRELOAD="$LIB" -e MASTERAFF_SYSFS="$T/sys" -e MASTERAFF_AUTO=cpuset \
     --rootfs /:O "$NGINX" -c "$T/nginx.conf" >/dev/null 2>"$T/err" ||
     skip_all "podman cannot run a container here: $(tail -1 "$T/err")"
 m=$(podman inspect -f '{{.State.Pid}}' "$C")
@@ -69,6 +74,19 @@ ctr_reload "" 0 0
 ok $? "a reload without worker_cpu_affinity"
 said_once "the cpuset changed to 0 (was 0-1): its original mask is CPUs 0 now" \
     "one line says the cpuset shrank"
+
+podman update --cpuset-cpus 1 "$C" >/dev/null
+wait_for "[ \"\$(cpus_of $m)\" = 1 ]"
+ok $? "podman update --cpuset-cpus 1: the kernel moves the master to CPU 1"
+ctr_reload auto 1 1
+ok $? "a reload with worker_cpu_affinity auto: both workers on CPU 1"
+# (The lines name pids as the container sees them.)
+wait_for "lib_lines | grep -q \"worker_cpu_affinity auto mapped into the cpuset 1 (auto's CPUs 0-1 are not all in it): worker [0-9]* asked for CPU 0, gets CPU 1\""
+ok $? "worker 0 says auto is mapped into the container's cpuset"
+! grep -aq 'sched_setaffinity() failed' "$T/error.log"
+ok $? "no pin refused"
+wait_for "lib_lines | grep -q 'master 1 stays on CPUs 1 (package 1), already there for worker [0-9]* on CPU 1 '"
+ok $? "the master stays on CPU 1 (package 1), worker 0's"
 ! lib_lines | grep -q 'set by the program or an administrator'
 ok $? "the mask is never taken for the program's"
 podman stop -t 10 "$C" >/dev/null
