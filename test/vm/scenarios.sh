@@ -543,4 +543,36 @@ if [ "$want" != "$near_want" ]; then
     kill $hogs
     wait
 fi
+
+# 12. A pod's CPUs: nginx in a cgroup v2 cpuset of the far node's CPUs, as
+# a kubelet's static CPU manager gives a Guaranteed pod, with
+# worker_cpu_affinity auto, which asks for CPUs 0 and 1 whatever the set.
+# With MASTERAFF_AUTO=cpuset each worker gets the allowed CPU of its rank
+# (the far node's first two), and the master is placed at start on that
+# node, so nginx's shared zones are allocated there.
+if [ "$far_numa" != "$all" ] && mount -t cgroup2 none /sys/fs/cgroup &&
+    echo +cpuset >/sys/fs/cgroup/cgroup.subtree_control &&
+    mkdir /sys/fs/cgroup/pod && echo "$far_numa" >/sys/fs/cgroup/pod/cpuset.cpus; then
+    first=${far_numa%-*} second=$((${far_numa%-*} + 1))
+    conf auto
+    start MASTERAFF_AUTO=cpuset MASTERAFF_SCOPE=node \
+        sh -c 'echo $$ >/sys/fs/cgroup/pod/cgroup.procs && exec "$@"' sh
+    m=$(master)
+    wait_for "w0=\$(pinned_pair $first $second)"
+    ok $? "auto in the cpuset $far_numa: workers on CPUs $first and $second"
+    grep -q "masteraff: worker_cpu_affinity auto mapped into the cpuset $far_numa (auto's CPUs $all are not all in it): worker $w0 asked for CPU 0, gets CPU $first" /tmp/error.log
+    ok $? "auto in the cpuset: worker 0 says it is mapped"
+    wait_for 'grep -q "masteraff: master .* placed there at start" /tmp/error.log'
+    grep 'masteraff:' /tmp/error.log | sed 's/^/# /'
+    grep -q "masteraff: master $m stays on CPUs $far_numa (node $far_node), placed there at start for worker $w0 on CPU $first, confirmed" /tmp/error.log
+    ok $? "auto in the cpuset: the master placed at start on node $far_node"
+    is "$(cpus_of "$m")" "$far_numa" "auto in the cpuset: master on CPUs $far_numa"
+    is "$(percent_on shared "$far_node" "$m" | awk '{print ($1 >= 95)}')" 1 \
+        "auto in the cpuset: at least 95% of the shared zones' pages on node $far_node"
+    ! grep -q 'sched_setaffinity() failed' /tmp/error.log
+    ok $? "auto in the cpuset: no pin refused"
+    stop
+    wait_for '[ ! -s /sys/fs/cgroup/pod/cgroup.procs ]'
+    rmdir /sys/fs/cgroup/pod
+fi
 echo "1..$n"
