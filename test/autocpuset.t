@@ -5,8 +5,9 @@
 # configuration whose CPUs are not all allowed gets the allowed CPU of its
 # rank (wrapping), the placement at start predicts it, and the
 # generation's first worker says so once. On the fake tree where CPU 0
-# and CPU 1 are two packages (and one where they are two nodes): first
-# under taskset -c 1, then in a real cpuset of CPU 1, which refuses CPU 0.
+# and CPU 1 are two packages (and ones where they are two nodes, and two of
+# four nodes over two packages): first under taskset -c 1, then in a real
+# cpuset of CPU 1, which refuses CPU 0.
 . "$(dirname "$0")/lib.sh"
 PORT=18251
 make_twopkg
@@ -160,6 +161,16 @@ wait_workers_on 1 1
 ok $? "two nodes: both workers on CPU 1"
 grep -q "master [0-9]* placed at start on CPUs 1 (node 1); memory" "$T/stderr"
 ok $? "two nodes: the master placed at start on the mapped CPU's node 1" || sed 's/^/#   /' "$T/stderr"
+fresh
+
+# ---- four nodes over two packages, CPUs numbered across them ----
+"$SRCDIR/test/mktree" interleaved128 "$T/four"
+write_conf auto
+start_on 1 MASTERAFF_AUTO=cpuset MASTERAFF_SYSFS="$T/four" MASTERAFF_SCOPE=node MASTERAFF_LOG=debug
+wait_workers_on 1 1
+ok $? "four nodes: both workers on CPU 1"
+grep -q "master [0-9]* placed at start on CPUs 1 (node 2); memory" "$T/stderr"
+ok $? "four nodes: the master placed at start on the mapped CPU's node 2" || sed 's/^/#   /' "$T/stderr"
 fresh
 
 # ---- a real cpuset: the kernel refuses CPU 0 ----
