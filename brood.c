@@ -199,6 +199,11 @@ struct ma_child *ma_brood_least_needed(struct ma_brood *b)
     return pick;
 }
 
+bool ma_brood_newest_first(const struct ma_brood *b, const struct ma_child *c)
+{
+    return c->rank == 0 && c->gen == b->newest_gen;
+}
+
 /* The pinned child of the lowest rank in generation gen, or NULL. */
 static struct ma_child *first_pinned_of(struct ma_brood *b, unsigned gen)
 {

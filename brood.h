@@ -177,6 +177,10 @@ bool ma_brood_gen_pinned(const struct ma_brood *b, unsigned gen);
  * generation first, so the newest generation's first child goes last. */
 struct ma_child *ma_brood_least_needed(struct ma_brood *b);
 
+/* Whether c is the newest generation's first child: worker 0 of the latest
+ * start or reload, whom the master follows once older workers are gone. */
+bool ma_brood_newest_first(const struct ma_brood *b, const struct ma_child *c);
+
 /* Re-evaluates the leader after any of the events above. MA_FOLLOW means
  * b->lead_mask is the mask to follow, b->lead_pid its process (0 when held
  * from a dead one). The verdict does not say whether anything changed:

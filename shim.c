@@ -342,10 +342,12 @@ static void warn_no_channel(const struct prefork *pf, pid_t pid)
 /* The program needs descriptors for each child too (nginx: a socketpair
  * per worker, twice as many during a reload), and must never run out
  * because of the library: after each fork's channel, a few descriptors
- * (1/32 of the soft limit, at least 8: the listener opens up to three
- * files for a moment) must stay free below the limit, or the library
+ * (1/32 of the soft limit, at least MIN_FREE: the listener opens up to
+ * three files for a moment) must stay free below the limit, or the library
  * gives up this channel and then closes others. Numbers
  * are given lowest first, so every number below the channel's is taken. */
+#define MIN_FREE 8L
+
 static long descriptors_missing(const int sv[2], struct rlimit *lim,
                                 long *reserve)
 {
@@ -353,17 +355,25 @@ static long descriptors_missing(const int sv[2], struct rlimit *lim,
     if (getrlimit(RLIMIT_NOFILE, lim) < 0 || lim->rlim_cur == RLIM_INFINITY ||
         lim->rlim_cur > (rlim_t)INT_MAX)
         return 0;
-    *reserve = (long)lim->rlim_cur / 32 > 8 ? (long)lim->rlim_cur / 32 : 8;
+    *reserve = (long)lim->rlim_cur / 32 > MIN_FREE ? (long)lim->rlim_cur / 32
+                                                   : MIN_FREE;
     return *reserve - ((long)lim->rlim_cur - 1 - top);
 }
 
 /* Closes the channels the leader choice can best do without, until
- * `missing` descriptors are free again; returns how many it closed. */
-static long yield_descriptors(long missing)
+ * `missing` descriptors are free again; returns how many it closed. The
+ * newest generation's first child, whom the master will follow, goes
+ * last, and only while fewer than MIN_FREE would be free: `spare` of the
+ * missing may stay missing for it. So where the room nginx leaves is less
+ * than the reserve (a limit just above its need, hundreds of workers), the
+ * master still follows the new worker 0. */
+static long yield_descriptors(long missing, long spare)
 {
     struct ma_child *c;
     long closed = 0;
     while (closed < missing && (c = ma_brood_least_needed(&brood))) {
+        if (ma_brood_newest_first(&brood, c) && closed >= missing - spare)
+            break;
         ma_stop_listening(c);
         ma_brood_forget(&brood, c);
         closed++;
@@ -372,20 +382,33 @@ static long yield_descriptors(long missing)
     return closed;
 }
 
+/* A generation's first child keeps its new channel when closing others
+ * leaves MIN_FREE descriptors free; sets how many were closed. */
+static bool room_for_first_child(struct ma_place place, long missing,
+                                 long reserve, long *closed)
+{
+    *closed = 0;
+    if (place.rank != 0)
+        return false;
+    *closed = yield_descriptors(missing, 0);
+    return *closed >= missing - (reserve - MIN_FREE);
+}
+
 /* Gives the descriptors of a channel just made back, and more if the
  * program lacks them; says why in the child's warning. */
 static const char *too_few_descriptors(const int sv[2], long missing,
-                                       const struct rlimit *lim, long reserve)
+                                       long closed, const struct rlimit *lim,
+                                       long reserve)
 {
-    static char why[200];
-    long closed;
+    static char why[240];
     close(sv[0]);
     close(sv[1]);
-    closed = yield_descriptors(missing - 2);
+    closed += yield_descriptors(missing - closed - 2, reserve - MIN_FREE);
     snprintf(why, sizeof why, "too few descriptors left for the program "
              "(soft RLIMIT_NOFILE %ld, of which the library keeps %ld free "
-             "after each fork; %ld other channel%s closed)",
-             (long)lim->rlim_cur, reserve, closed, closed == 1 ? "" : "s");
+             "after each fork, %ld for the first child's channel; %ld other "
+             "channel%s closed)", (long)lim->rlim_cur, reserve, MIN_FREE,
+             closed, closed == 1 ? "" : "s");
     return why;
 }
 
@@ -404,7 +427,7 @@ static struct prefork prepare_fork(uint64_t asked_ns, bool reread,
 {
     struct prefork pf = {.master_end = NO_FD, .child_end = NO_FD};
     struct rlimit lim;
-    long missing, reserve = 0;
+    long missing, reserve = 0, closed;
     int sv[2];
     drop_orphan_channel();
     if (!become_master() || !still_master())
@@ -428,8 +451,9 @@ static struct prefork prepare_fork(uint64_t asked_ns, bool reread,
         return pf;
     }
     missing = descriptors_missing(sv, &lim, &reserve);
-    if (missing > 0) {
-        pf.no_channel = too_few_descriptors(sv, missing, &lim, reserve);
+    if (missing > 0 &&
+        !room_for_first_child(pf.place, missing, reserve, &closed)) {
+        pf.no_channel = too_few_descriptors(sv, missing, closed, &lim, reserve);
         return pf;
     }
     pf.master_end = ma_own(sv[0]);

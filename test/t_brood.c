@@ -380,8 +380,12 @@ static void test_least_needed(void)
     ma_brood_forget(&b, ma_brood_find_pid(&b, 21));
     ok(ma_brood_least_needed(&b)->pid == 10,
        "then the old worker 0, before the new one");
+    ok(!ma_brood_newest_first(&b, ma_brood_find_pid(&b, 10)),
+       "the old worker 0 is not the newest generation's first child");
     ma_brood_forget(&b, ma_brood_find_pid(&b, 10));
     ok(ma_brood_least_needed(&b)->pid == 20, "the new worker 0 last");
+    ok(ma_brood_newest_first(&b, ma_brood_find_pid(&b, 20)),
+       "the new worker 0 is the newest generation's first child");
     ma_brood_forget(&b, ma_brood_find_pid(&b, 20));
     ok(ma_brood_least_needed(&b) == NULL, "and then none");
 }
