@@ -28,6 +28,18 @@ nest() {
     cp "$prev" "$T/top.conf"
 }
 
+# up: the daemonized master has its two workers. A stack too small for
+# nginx ends it at any point of its start, before or after it wrote its pid
+# file: its end is waited for as well as its workers, never a time.
+up() {
+    local m
+    wait_for '[ -s "$T/nginx.pid" ] || ! pgrep -f -- "$T/top.conf" >/dev/null'
+    m=$(master_pid)
+    [ -n "$m" ] || return 1
+    wait_for "gone $m || [ \$(workers | wc -w) -eq 2 ]"
+    ! gone "$m" && [ "$(workers | wc -w)" -eq 2 ]
+}
+
 # starts KIB [VAR=VALUE...]: nginx starts under ulimit -s KIB (and stops).
 starts() {
     local limit=$1 rc
@@ -36,7 +48,7 @@ starts() {
     : >"$T/error.log"
     (ulimit -s "$limit" && exec env "$@" "$NGINX" -c "$T/top.conf") 2>"$T/stderr"
     rc=$?
-    [ $rc -eq 0 ] && wait_for '[ -s "$T/nginx.pid" ]' && wait_workers
+    [ $rc -eq 0 ] && up
     rc=$?
     [ ! -s "$T/nginx.pid" ] || stop_nginx
     return $rc
@@ -49,7 +61,7 @@ lives_on() {
     shift
     rm -f "$T/nginx.pid"
     (ulimit -s "$limit" && exec env "$@" "$NGINX" -c "$T/top.conf") 2>"$T/stderr" &&
-        wait_for '[ -s "$T/nginx.pid" ]' && wait_workers || return 1
+        up || return 1
     m=$(master_pid)
     old=$(workers)
     seen=$old
