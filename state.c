@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 
 struct ma_real real;
 struct ma_self self = {.report = NO_FD, .epoll = NO_FD, .wake = NO_FD};
@@ -130,6 +131,38 @@ static bool set_holds(int set, int fd, uint64_t data)
     return found;
 }
 
+/* kcmp(2)'s KCMP_EPOLL_TFD (Linux 4.13), declared here: musl's headers
+ * leave the kernel's out. */
+#define KCMP_EPOLL_TFD_ 7
+struct kcmp_epoll_slot_ {
+    uint32_t efd, tfd;
+    uint64_t toff;
+};
+
+/* Whether set holds, under fd's number, the file that fd is now. False
+ * too where kcmp is missing or refused (Docker's seccomp profile). */
+static bool set_holds_file(int set, int fd)
+{
+    struct kcmp_epoll_slot_ slot = {.efd = (uint32_t)set,
+                                    .tfd = (uint32_t)fd};
+    pid_t me = getpid();
+    return syscall(SYS_kcmp, me, me, KCMP_EPOLL_TFD_, fd, &slot) == 0;
+}
+
+/* The set's fdinfo has a line per channel, which the kernel writes out
+ * at every read: the master reads it at each fork and each of its
+ * listener's wake-ups, a cost that grows with the square of the workers.
+ * A channel's socket shares its inode with no other file, so a set that
+ * holds the newest one is the library's, and then so is the eventfd it
+ * holds: two kcmp calls, whatever the number of channels. */
+static bool set_holds_newest_channel(void)
+{
+    const struct ma_child *c = brood.n ? &brood.kids[brood.n - 1] : NULL;
+    return c && ma_channel_is_ours(c) &&
+           set_holds_file(self.epoll.fd, c->fd) &&
+           set_holds_file(self.epoll.fd, self.wake.fd);
+}
+
 /* Every epoll set shares one inode, and so does every eventfd: fstat
  * cannot tell the library's from a program's that took their numbers
  * after closing them. The kernel lists a set's entries in its fdinfo: the
@@ -142,7 +175,8 @@ bool ma_epoll_is_ours(void)
 {
     int e = errno;
     bool ours = self.epoll.fd >= 0 && self.wake.fd >= 0 &&
-                set_holds(self.epoll.fd, self.wake.fd, MA_WAKE_MARK);
+                (set_holds_newest_channel() ||
+                 set_holds(self.epoll.fd, self.wake.fd, MA_WAKE_MARK));
     errno = e;
     return ours;
 }

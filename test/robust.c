@@ -26,6 +26,10 @@
  *            library's numbers) and forks again: its set must hold only
  *            its own entry, under its own data, and its eventfd count only
  *            what it wrote.
+ *   ownset   the same, but the master closes only the library's set and
+ *            eventfd (fds 3 and 4): worker 0's channel stays open, and
+ *            the program's set under the library's number does not hold
+ *            it.
  *   ownmask  once the master follows worker 0 to CPU 1, it pins itself to
  *            CPU 0: sched_getaffinity must say CPU 0 (not the mask it
  *            started with), its next child must start on CPU 0, and the
@@ -391,6 +395,37 @@ static int mode_ownepoll(void)
     return failures != 0;
 }
 
+/* The program closes only the library's set and eventfd (fds 3 and 4),
+ * takes their numbers and adds its eventfd to its set, as the library
+ * did: worker 0's channel stays open, and the set does not hold it. */
+static int mode_ownset(void)
+{
+    pid_t worker = spawn(pinned_worker);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 42};
+    uint64_t one = 1, count = 0;
+    int set, efd;
+    check(wait_until_on(1), "the master follows worker 0 to CPU 1");
+    close(3);
+    close(4);
+    set = epoll_create1(EPOLL_CLOEXEC);
+    efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    check(set == 3 && efd == 4, "the program's epoll set and eventfd are "
+          "fds 3 and 4, the library's numbers (%d, %d)", set, efd);
+    check(epoll_ctl(set, EPOLL_CTL_ADD, efd, &ev) == 0,
+          "the program adds its eventfd to its set");
+    exit_status_of(spawn(quiet_child));
+    check(set_entries(set) == 1, "after the next fork its set holds one "
+          "entry (%d)", set_entries(set));
+    check(write(efd, &one, sizeof one) == sizeof one, "the program writes 1");
+    if (read(efd, &count, sizeof count) != sizeof count)
+        count = 0;
+    check(count == 1, "its eventfd holds what it wrote, 1 (%llu)",
+          (unsigned long long)count);
+    kill(worker, SIGKILL);
+    waitpid(worker, NULL, 0);
+    return failures != 0;
+}
+
 /* The mask sched_getaffinity gives, as a CPU number, or -1 for several. */
 static int read_back_cpu(void)
 {
@@ -537,7 +572,7 @@ static const struct {
     {"unmap", mode_unmap},         {"forkrace", mode_forkrace},
     {"follow", mode_follow},       {"vforkexec", mode_vforkexec},
     {"vforksetsid", mode_vforksetsid}, {"closefrom", mode_closefrom},
-    {"ownepoll", mode_ownepoll},
+    {"ownepoll", mode_ownepoll},     {"ownset", mode_ownset},
     {"ownmask", mode_ownmask},
     {"policy", mode_policy},       {"touchup", mode_touchup},
     {"tengine", mode_tengine},

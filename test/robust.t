@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Never break the program, round two: what real masters do (unmap a zone
 # while the library moves its pages, fork from two threads at once, vfork,
-# close every descriptor, keep large thread-local buffers) leaves them
-# running and followed as they should be. test/robust.c says what each
+# close every descriptor or only the library's set, keep large
+# thread-local buffers) leaves them running and followed as they should be. test/robust.c says what each
 # mode does.
 #
 # Needs the helper program: make test/robust
@@ -45,6 +45,10 @@ err_lines | sed "s/^/# /"
 relay "ownepoll" robust ownepoll
 is "$(err_lines | grep -c "\[warn\] .*masteraff: the program closed the library's descriptors: .*; process [0-9]* will not follow its children")" 1 \
     "ownepoll: one warn line says the library stops following"
+
+relay "ownset" robust ownset
+is "$(err_lines | grep -c "\[warn\] .*masteraff: the program closed the library's descriptors: .*; process [0-9]* will not follow its children")" 1 \
+    "ownset: one warn line says the library stops following"
 
 relay "ownmask" robust ownmask
 is "$(err_lines | grep -c "\[notice\] .*masteraff: master [0-9]* is on CPUs 0, not the CPUs 1 it was given: its mask was set by the program or an administrator")" 1 \
