@@ -86,6 +86,8 @@ fails_with 1 "process $w0 is a worker process, not a master: its master is $m" "
 fails_with 3 "MASTERAFF UNKNOWN - masteraff status: process $w0 is a worker" --check "$w0"
 sleep 60 &
 bg_pids+=($!)
+# Until it has exec'd sleep, $! is a fork of this shell, named bash.
+wait_for "[ \"\$(cat /proc/$!/comm 2>/dev/null)\" = sleep ]"
 fails_with 1 "process $! (sleep) is not a master" "$!"
 fails_with 3 "MASTERAFF UNKNOWN - " --check "$!"
 fails_with 1 "no CPUs under /nonexistent/devices/system/cpu" --sysfs /nonexistent "$m"
@@ -100,7 +102,9 @@ is "$?:$(head -1 "$T/out")" "2:masteraff status: unexpected argument '$(head -c 
 # while the master rightly stays with the new worker 0 on package 1.
 kill -9 "$w0"
 wait_for "[ \$(new_workers '$w0 $w1' | wc -w) -eq 1 ]"
-sleep 0.3
+n0=$(new_workers "$w0 $w1")
+# The library's decision on the new worker 0's pin, not a guessed time.
+wait_for "lib_lines | grep -q 'master $m stays on CPUs 1: worker $n0 now leads'"
 is "$(cpus_of "$m")" 1 "worker 0 respawned: the master stays on CPU 1"
 check
 is "$rc" 1 "after a respawn, a mismatch with the oldest worker is only a warning"
@@ -112,7 +116,7 @@ stop_nginx
 
 MASTERAFF_SCOPE=node start_nginx
 wait_pinned_workers
-sleep 0.3
+wait_for "lib_lines | grep -q 'master $m stays on CPUs 0-1 (node 0), placed there at start for worker $w0 on CPU 1, confirmed'"
 is "$(cpus_of "$m")" 0-1 "scope node: the master stays on node 0 (CPUs 0-1)"
 "$MA" status --sysfs "$T/sys" "$T/nginx.pid" >"$T/status"
 grep -qx "ok: master shares node 0 with worker 0 (pid $w0); .*" <(verdict_line)
