@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "brood.h"
 
+#include <limits.h>
 #include <string.h>
 
 void ma_brood_init(struct ma_brood *b)
@@ -243,20 +244,36 @@ static void lead(struct ma_brood *b, const struct ma_child *c)
     b->lead_pid = c->pid;
 }
 
-/* When a lower-ranked sibling of c lives and has not pinned yet: the time
- * until which to wait for it, or 0 once it has been given up on. */
-static uint64_t wait_for_sibling(const struct ma_brood *b,
-                                 const struct ma_child *c, uint64_t now_ns)
+/* When a live child of a generation from lo to hi, ranked below
+ * below_rank, has not pinned yet: the time until which to wait for it, or
+ * 0 once it has been given up on. */
+static uint64_t wait_for_unpinned(const struct ma_brood *b, unsigned lo,
+                                  unsigned hi, unsigned below_rank,
+                                  uint64_t now_ns)
 {
     uint64_t until = 0;
     for (size_t i = 0; i < b->n; i++) {
         const struct ma_child *s = &b->kids[i];
         uint64_t t = s->forked_ns + MA_GIVE_UP_NS;
-        if (s->gen == c->gen && s->rank < c->rank && !s->pinned &&
-            t > now_ns && t > until)
+        if (s->gen >= lo && s->gen <= hi && s->rank < below_rank &&
+            !s->pinned && t > now_ns && t > until)
             until = t;
     }
     return until;
+}
+
+/* A lower-ranked sibling of c that may still pin. */
+static uint64_t wait_for_sibling(const struct ma_brood *b,
+                                 const struct ma_child *c, uint64_t now_ns)
+{
+    return wait_for_unpinned(b, c->gen, c->gen, c->rank, now_ns);
+}
+
+/* A newer generation's worker 0 that may still pin: on a busy machine the
+ * old workers can be gone before it runs. */
+static uint64_t wait_for_newer_first(const struct ma_brood *b, uint64_t now_ns)
+{
+    return wait_for_unpinned(b, b->lead_gen + 1, UINT_MAX, 1, now_ns);
 }
 
 enum ma_verdict ma_brood_decide(struct ma_brood *b, uint64_t now_ns)
@@ -268,6 +285,9 @@ enum ma_verdict ma_brood_decide(struct ma_brood *b, uint64_t now_ns)
     b->wait_until = 0;
     if (gen == 0) {
         if (b->following && newer_gen_lives(b, b->lead_gen)) {
+            b->wait_until = wait_for_newer_first(b, now_ns);
+            if (b->wait_until)
+                return MA_WAIT;
             b->following = false;
             b->lead_pid = 0;
             return MA_RESTORE;

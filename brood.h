@@ -66,14 +66,17 @@
  * its own place back. While the leader's process is dead, the master
  * holds on to its last mask as long as its generation has another pinned
  * child, or no newer generation lives. When no live child is pinned and a
- * newer generation than the followed one lives, the master returns to its
- * original mask.
+ * newer generation than the followed one lives, the master waits for that
+ * generation's worker 0 (on a busy machine the old workers can be gone
+ * before it runs), and returns to its original mask once it is given up.
  *
  * Workers pin themselves in whatever order the scheduler runs them. Rather
  * than follow worker 1 for a moment, the master waits for a lower-ranked
  * sibling that lives and has not pinned yet; the one time limit: it gives
- * up on it MA_GIVE_UP_NS after that sibling's fork (a worker 0 that cannot
- * pin itself). Holding a dead leader's slot is never given up by time. */
+ * up on it, as on a newer generation's worker 0, MA_GIVE_UP_NS after its
+ * fork (a worker 0 that cannot pin itself, or a reload that removed
+ * worker_cpu_affinity). Holding a dead leader's slot is never given up
+ * by time otherwise. */
 
 #define MA_GIVE_UP_NS (3000 * 1000 * 1000ULL)
 #define MA_MAX_RECENT_DEATHS 64

@@ -328,9 +328,11 @@ static void test_reload_after_loader_exit(void)
     die_at(10, 60200);
     die_at(11, 60201);
     die_at(12, 60202);
-    is_str(decide_at(60300), "restore",
+    is_str(decide_at(60300), "wait",
            "a reload that removes the affinity soon after the loader's exit: "
-           "back to the original mask");
+           "its worker 0 is waited for");
+    is_str(decide_at(63100), "restore",
+           "and given up 3 s after its fork: back to the original mask");
 
     start_pinned();
     die_at(13, 60000);
@@ -398,9 +400,40 @@ static void test_affinity_removed(void)
     die_at(10, 5100);
     is_str(decide_at(5100), "hold on 1", "one old worker left: hold");
     die_at(11, 5101);
-    is_str(decide_at(5101), "restore",
-           "no pinned worker, a newer generation lives: original mask");
-    is_str(decide_at(5102), "nothing", "and stays there");
+    is_str(decide_at(5101), "wait",
+           "no pinned worker, a newer generation lives: wait for its worker 0");
+    ok(b.wait_until == 8000 * MS, "until 3 s after the new worker 0's fork");
+    is_str(decide_at(7999), "wait", "still waiting 1 ms before");
+    is_str(decide_at(8000), "restore",
+           "the new worker 0 given up on: original mask");
+    is_str(decide_at(8001), "nothing", "and stays there");
+}
+
+/* A busy machine: the old workers are gone before the new ones run. */
+static void test_reload_busy(void)
+{
+    start_pinned();
+    reload_at(20, 5000);
+    fork_at(21, 5000);
+    fork_at(22, 5001);
+    die_at(10, 5100);
+    die_at(11, 5101);
+    is_str(decide_at(5101), "wait",
+           "old workers gone before the new ones pinned: wait");
+    pin_at(21, 1, 5400);
+    is_str(decide_at(5400), "wait", "new worker 1 pinned: wait for worker 0");
+    pin_at(20, 0, 5500);
+    is_str(decide_at(5500), "follow 20 on 0",
+           "then follow the new worker 0, never back to the original mask");
+
+    start_pinned();
+    reload_at(20, 5000);
+    fork_at(21, 5000);
+    die_at(10, 5100);
+    die_at(11, 5101);
+    die_at(20, 5200);
+    is_str(decide_at(5200), "restore",
+           "the new worker 0 died unpinned: no one left to wait for");
 }
 
 static void test_loader_exit(void)
@@ -638,6 +671,7 @@ int main(void)
     test_respawn();
     test_reload();
     test_affinity_removed();
+    test_reload_busy();
     test_reload_after_death();
     test_reload_after_loader_exit();
     test_least_needed();
