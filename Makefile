@@ -44,7 +44,7 @@ TEST_PROGRAMS = test/errnos test/orphan test/mtmaster test/hostile \
 	test/secure test/vforkexec test/robust
 # test/predict.t compares test/predict with a real nginx.
 TEST_HELPERS = $(TEST_PROGRAMS) test/predict test/blockinit.so test/slowfork.so \
-	test/noio.so
+	test/noio.so test/holdpin.so
 ASAN_TESTS = $(UNIT_TESTS:test/t_%=test/asan_%)
 TEST_CFLAGS = $(WARN) -g -O1 -DSRCDIR=\"$(CURDIR)\" -I.
 
@@ -94,6 +94,9 @@ test/slowfork.so: test/slowfork.c
 	$(CC) $(WARN) -g -O1 -fPIC -shared -o $@ $< -ldl
 
 test/noio.so: test/noio.c
+	$(CC) $(WARN) -g -O1 -fPIC -shared -o $@ $< -ldl
+
+test/holdpin.so: test/holdpin.c
 	$(CC) $(WARN) -g -O1 -fPIC -shared -o $@ $< -ldl
 
 # The unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
