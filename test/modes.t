@@ -181,6 +181,7 @@ wait_workers
 m=$(master_pid)
 wait_for "[ \"\$(cpus_of $m)\" = 1 ]"
 is "$(cpus_of "$m")" 1 "master follows worker 0 to CPU 1"
+wait_for "lib_lines | grep -q 'placed there at start'"
 lines=$(grep -c masteraff "$T/error.log")
 
 # s_reload with|without: nginx -s reload; checks the master reloaded and
@@ -210,7 +211,7 @@ grep -q "signal process started" <<<"$with"
 ok $? "nginx -s reload: that is nginx's own notice"
 read -r n0 n1 <<<"$(workers)"
 wait_pinned "$n0" "$n1"
-sleep 0.3
+wait_for "[ \$(lib_lines | grep -c 'now leads') -eq 2 ]"
 is "$(cpus_of "$m")" 1 "master still on CPU 1 after the reloads"
 is "$(grep masteraff "$T/error.log" | grep -vc 'now leads, on CPU 1 as the worker before it')" "$lines" \
     "no masteraff line from the -s processes, and for the reloads only that the new worker 0 leads, on the same CPU"
