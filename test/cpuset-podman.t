@@ -4,8 +4,9 @@
 # one-CPU container (--cpuset-cpus 0) without worker_cpu_affinity;
 # `podman update --cpuset-cpus 0-1`, then a reload with worker_cpu_affinity
 # 10 01: the master follows worker 0 to CPU 1 (package 1 of the fake
-# tree). Then `podman update --cpuset-cpus 0` and a reload: the master is
-# on CPU 0, its new original mask. Then, as in a Guaranteed pod given CPU
+# tree). Then `podman update --cpuset-cpus 0` and a reload without it: the
+# master is on CPU 0, its new original mask, where it goes back once the
+# new worker 0 has not pinned for 3 s. Then, as in a Guaranteed pod given CPU
 # 1, `podman update --cpuset-cpus 1` and a reload with worker_cpu_affinity
 # auto (MASTERAFF_AUTO=cpuset, set from the start, changes no mask written
 # out): both workers get CPU 1 instead of nginx's refused CPU 0, and the
@@ -74,6 +75,8 @@ ctr_reload "" 0 0
 ok $? "a reload without worker_cpu_affinity"
 said_once "the cpuset changed to 0 (was 0-1): its original mask is CPUs 0 now" \
     "one line says the cpuset shrank"
+said_once "master 1 -> CPUs 0 (its original mask), no pinned worker left to follow" \
+    "the new worker 0 does not pin: the master goes back to its original mask"
 
 podman update --cpuset-cpus 1 "$C" >/dev/null
 wait_for "[ \"\$(cpus_of $m)\" = 1 ]"
