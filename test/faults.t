@@ -122,7 +122,7 @@ wait_for "[ \$(new_workers '$w0 $w1' | wc -w) -eq 1 ]"
 n0=$(new_workers "$w0 $w1")
 wait_for "[ \"\$(cpus_of $n0)\" = 1 ]"
 is "$(cpus_of "$n0")" 1 "respawned worker 0 on CPU 1"
-sleep 0.3
+wait_for 'lib_lines | grep -q "worker $n0 now leads"'
 is "$(thread_cpus "$m")" 0 "the master still stays on CPU 0"
 ! lib_lines | grep -q "master $m -> CPUs"
 ok $? "and never said it moved"

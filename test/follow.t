@@ -29,7 +29,7 @@ kill -9 "$w0"
 wait_for '[ "$(workers | wc -w)" -eq 2 ] && ! echo " $(workers) " | grep -q " $w0 "'
 n0=$(workers | tr ' ' '\n' | grep -vx "$w1")
 wait_for '[ "$(cpus_of $n0)" = 1 ]'
-sleep 0.3
+wait_for 'lib_lines | grep -q "worker $n0 now leads"'
 is "$(cpus_of "$n0")" 1 "respawned worker 0 pins to CPU 1"
 is "$(cpus_of "$m")" 1 "master stays on CPU 1 after worker 0 is killed and respawned"
 is "$(grep -c "masteraff: master $m ->" "$T/error.log")" 1 "and moves no more"

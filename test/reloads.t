@@ -141,7 +141,7 @@ wait_pinned "$n0" "$n1"
 wait_for "[ \"\$(fd_count $m)\" -eq $fds0 ]"
 is "$(fd_count "$m")" "$fds0" "after $RELOADS reloads the master has as many descriptors as before"
 is "$(threads_of "$m")" "$threads0" "and as many threads"
-sleep 0.3
+wait_for 'lib_lines | grep -q "worker $n0 now leads"'
 is "$(cpus_of "$m")" 1 "and it is still on CPU 1"
 is "$(cpus_of "$n0") $(cpus_of "$n1")" "1 0" "the last workers are on CPUs 1 and 0"
 check_children "after $RELOADS reloads"
