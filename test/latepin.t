@@ -17,13 +17,6 @@ make_twopkg
 chmod 711 "$T"
 export HOLDPIN_FILE=$T/hold
 
-start_held() {
-    env LD_PRELOAD="$HOLD $LIB" MASTERAFF_SYSFS="$T/sys" \
-        "$NGINX" -c "$T/nginx.conf" 2>"$T/stderr"
-}
-
-moves() { grep -c "masteraff: master $m -> " "$T/error.log"; }
-
 # The master's children held before their pin, in fork order: nginx names
 # a worker only once it has pinned, so they still bear the master's title.
 held() {
@@ -57,7 +50,7 @@ old_gone_and_known() {
 }
 
 write_conf "10 01"
-start_held
+LIB="$HOLD $LIB" start_nginx
 ok $? "nginx starts with the library (and test/holdpin.so)"
 wait_pinned_workers
 wait_for "lib_lines | grep -q 'placed there at start'"

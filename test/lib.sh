@@ -75,6 +75,9 @@ wait_for() {
 # The library's lines in error.log.
 lib_lines() { grep -a 'masteraff: ' "$T/error.log"; }
 
+# How many lines say master $m moved.
+moves() { grep -c "masteraff: master $m -> " "$T/error.log"; }
+
 # said_once TEXT DESCRIPTION: error.log gets a library line with TEXT (it
 # is waited for); the lines are shown when none comes.
 said_once() {

@@ -51,8 +51,6 @@ leader_on() {
     [ "${#on[@]}" -eq 1 ] && [ "$others" -eq 3 ] && echo "${on[0]}"
 }
 
-moves() { grep -c "masteraff: master $m -> " "$T/error.log"; }
-
 # check_step STEP WANT-CPUS WANT-MOVES LINE: the master's place, its moves
 # so far, and the line that says it went or stayed for the right worker; a
 # failure shows the library's lines.
