@@ -172,13 +172,14 @@ injector: $(LIB) musl
 # manifests (test/kube.t: python3-yaml for test/kube-manifest). prometheus
 # for promtool, which checks status --prometheus (test/prometheus.t). strace
 # counts the master's reads and refuses its kcmp calls (test/kcmp.t).
+# hyperfine times the starts in scripts/bench, which a fresh clone runs too.
 TEST_DEPS = build-essential clang nginx-light curl procps psmisc numactl \
 	libnuma1 valgrind qemu-system-x86 busybox-static cpio xz-utils groff-base \
 	debhelper lintian uwsgi-core libclang-rt-14-dev bash-completion python3 \
 	wrk crossbuild-essential-arm64 libc6-dev:arm64 qemu-system-arm \
 	qemu-efi-aarch64 musl-tools libnginx-mod-http-lua libnginx-mod-http-ndk \
 	podman runc debootstrap uidmap slirp4netns fuse-overlayfs python3-yaml \
-	prometheus strace
+	prometheus strace hyperfine
 
 deps:
 	dpkg --add-architecture arm64
