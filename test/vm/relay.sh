@@ -18,14 +18,15 @@ relay() {
     for topo in "$@"; do
         start=${EPOCHREALTIME/./}
         # A guest that never reaches the script (an emulated boot that
-        # stalls, seen once in many runs) is booted once more; a script that
-        # started and failed is not.
+        # stalls, seen once in many runs; run stops it after
+        # VM_BOOT_TIMEOUT) is booted once more; a script that started and
+        # failed is not.
         for attempt in 1 2; do
             rc=0
             out=$(VM_TIMEOUT=$limit "$vm/run" "$topo" "$vm/scenarios.sh" \
                 2>"$work/console") || rc=$?
             [[ $rc -eq 124 && -z $out ]] || break
-            echo "# $topo: the VM printed nothing in $limit s (attempt $attempt)"
+            echo "# $topo: the VM printed nothing (attempt $attempt): $(tail -n 1 "$work/console")"
         done
         ms=$(((${EPOCHREALTIME/./} - start) / 1000))
 
