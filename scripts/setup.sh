@@ -11,3 +11,23 @@ if [ ! -x "$NGINX" ]; then
     exit 1
 fi
 . "$SRCDIR/test/lib.sh" >&2
+
+# ---- what the scripts' figures share ----
+
+# The median of the numbers on stdin, one a line.
+median() { sort -n | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+# ratio A B [DECIMALS]: A / B, to 2 decimals unless told, "-" when B is 0.
+ratio() { awk -v a="$1" -v b="$2" -v d="${3:-2}" 'BEGIN { if (b > 0) printf "%." d "f", a / b; else printf "-" }'; }
+# serving N [OLD]: the master's children not in OLD are N pinned workers,
+# no process of OLD is left, and a request is answered.
+serving() { settled_workers "$1" "${2:-}" && serves; }
+# tree_root NAME: the MASTERAFF_SYSFS of a tree: "sys" is this machine's
+# /sys, any other name a fake tree test/mktree writes under $T.
+tree_root() {
+    case $1 in
+    sys) echo /sys ;;
+    *) [ -d "$T/$1" ] || "$SRCDIR/test/mktree" "$1" "$T/$1" || return 1
+       echo "$T/$1" ;;
+    esac
+}
