@@ -75,7 +75,7 @@ m=$(uwsgi_pid)
 wait_uwsgi_pinned
 ok $? "--cpu-affinity 1: worker 1 pins to CPU 0, worker 2 to CPU 1"
 orig=$(cpus_of "$m")
-sleep 0.3
+threads=$(threads_of "$m")
 is "$orig" 0-1 "without the library the master stays on CPUs 0-1"
 uwsgi_serves
 ok $? "uWSGI serves without a language plugin (--route-run return:200)"
@@ -86,7 +86,9 @@ stop_uwsgi
 start_uwsgi LD_PRELOAD="$LIB" MASTERAFF_SYSFS="$T/sys"
 m=$(uwsgi_pid)
 wait_uwsgi_pinned
-sleep 0.3
+# A master the library followed would have its listener from the first
+# fork on, before any worker pinned.
+is "$(threads_of "$m")" "$threads" "library, default MASTERAFF_PROGRAMS: no thread of the library's in uWSGI's master"
 is "$(cpus_of "$m")" "$orig" "library, default MASTERAFF_PROGRAMS: uWSGI's master is left alone"
 is "$(grep -c "masteraff:" "$T/uwsgi.log")" 0 "and the library says nothing"
 stop_uwsgi
@@ -95,7 +97,7 @@ stop_uwsgi
 start_uwsgi LD_PRELOAD="$LIB" MASTERAFF_SYSFS="$T/sys" MASTERAFF_PROGRAMS=uwsgi
 m=$(uwsgi_pid)
 wait_uwsgi_pinned
-sleep 0.3
+is "$(threads_of "$m")" "$threads" "MASTERAFF_PROGRAMS=uwsgi: no thread of the library's in uWSGI's master"
 is "$(cpus_of "$m")" "$orig" "MASTERAFF_PROGRAMS=uwsgi does not match uwsgi-core: the master is left alone"
 stop_uwsgi
 
@@ -113,6 +115,7 @@ mule=$(log_pid "uWSGI mule 1")
 wait_uwsgi_pinned
 wait_for "[ \"\$(cpus_of $m)\" = 0 ]"
 is "$(cpus_of "$m")" 0 "MASTERAFF_PROGRAMS='uwsgi*': the master follows worker 1 (CPU 0) to package 0"
+is "$(threads_of "$m")" $((threads + 1)) "MASTERAFF_PROGRAMS='uwsgi*': the library's listener runs in the master"
 grep -q "masteraff: master $m -> CPUs 0 (package 0), following worker $w1 on CPU 0 " "$T/uwsgi.log"
 ok $? "the log line names worker 1" || grep "masteraff:" "$T/uwsgi.log" | sed 's/^/#   /'
 is "$(cpus_of "$mule")" "$orig" "the mule, which never pins, keeps the original mask"
@@ -125,8 +128,9 @@ wait_for "[ -n \"\$(log_pid 'uWSGI worker 1' 2)\" ] || grep -q 'Respawned uWSGI 
 n1=$(log_pid "uWSGI worker 1")
 [ "$n1" != "$w1" ]
 ok $? "worker 1 is respawned ($w1 -> $n1)"
-wait_for "[ \"\$(cpus_of $n1)\" = 0 ]"
-sleep 0.3
+# The library's decision on the new worker 1's pin is its line.
+wait_for "grep -q 'masteraff: master $m stays on CPUs 0: worker $n1 now leads' '$T/uwsgi.log'"
+ok $? "the library says the respawned worker 1 leads, where the master is"
 is "$(cpus_of "$m")" 0 "after worker 1's respawn the master stays on CPU 0"
 is "$(grep -c "masteraff: master $m ->" "$T/uwsgi.log")" 1 "and the library says nothing new"
 
