@@ -129,7 +129,6 @@ container() {
         grep -q " $built\$" "/proc/$m/maps"
         ok $? "with the library: the master maps the library the build stage made"
     else
-        sleep 0.3
         is "$(cpus_of "$m")" 0-1 "without the library: the master stays on CPUs 0-1"
     fi
     serves

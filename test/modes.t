@@ -66,7 +66,6 @@ fg_run() {
         grep -q "masteraff: master $m stays on CPUs 1 (package 1), placed there at start for worker $w0 on CPU 1" "$T/error.log"
         ok $? "daemon off, with the library: error.log has the line for the placement at start"
     else
-        sleep 0.3
         is "$(cpus_of "$m")" 0-1 "daemon off, without the library: master stays on 0-1"
     fi
     serves
