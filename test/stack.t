@@ -9,7 +9,8 @@
 # library's own frames may take 8 KiB more (its buffers are static or on
 # the heap; before they were, it needed 48 KiB where nginx alone needed
 # 12-16). Past the bound, nginx starts and the library says why it did
-# not place it.
+# not place it. A master that a limit ends after its forks leaves its
+# workers on the port: the end of each start ends them too.
 . "$(dirname "$0")/lib.sh"
 PORT=18233
 MARGIN=16
@@ -40,6 +41,24 @@ up() {
     ! gone "$m" && [ "$(workers | wc -w)" -eq 2 ]
 }
 
+# A master that the limit ended after its forks leaves its workers behind,
+# serving the port, and no later start could bind it: they are still in
+# the master's session (nginx's daemon calls setsid). Ends them, and waits
+# until none is left.
+end_orphans() { # end_orphans MASTER
+    gone "$1" || return 0
+    pkill -9 -s "$1"
+    wait_for "! pgrep -s $1 >/dev/null"
+}
+
+# stop: ends what a start under a limit left, whether its master lives.
+stop() {
+    local m
+    m=$(master_pid)
+    [ -z "$m" ] || end_orphans "$m"
+    [ ! -s "$T/nginx.pid" ] || stop_nginx
+}
+
 # starts KIB [VAR=VALUE...]: nginx starts under ulimit -s KIB (and stops).
 starts() {
     local limit=$1 rc
@@ -50,36 +69,29 @@ starts() {
     rc=$?
     [ $rc -eq 0 ] && up
     rc=$?
-    [ ! -s "$T/nginx.pid" ] || stop_nginx
+    stop
     return $rc
 }
 
 # lives_on KIB [VAR=VALUE...]: nginx started under ulimit -s KIB respawns
 # worker 0 and reloads, and its master is still there.
 lives_on() {
-    local limit=$1 m old seen rc=1
+    local limit=$1 m old rc=1
     shift
     rm -f "$T/nginx.pid"
     (ulimit -s "$limit" && exec env "$@" "$NGINX" -c "$T/top.conf") 2>"$T/stderr" &&
-        up || return 1
+        up || { stop; return 1; }
     m=$(master_pid)
     old=$(workers)
-    seen=$old
     kill -9 "${old%% *}"
     wait_for "[ \$(workers | wc -w) -eq 2 ] && ! workers | grep -qw ${old%% *}" && {
         old=$(workers)
-        seen="$seen $old"
         kill -HUP "$m"
         wait_new_workers "$old"
-        seen="$seen $(workers)"
         kill -0 "$m"
     }
     rc=$?
-    if kill -0 "$m" 2>/dev/null; then
-        stop_nginx
-    else # a master that died leaves its workers behind
-        kill -9 $seen 2>/dev/null
-    fi
+    stop
     return $rc
 }
 
@@ -96,6 +108,17 @@ smallest_alone() {
     done
     echo none
 }
+
+# The clean-up the search relies on: a master killed behind its workers.
+nest 1
+rm -f "$T/nginx.pid"
+env LD_PRELOAD= "$NGINX" -c "$T/top.conf" 2>"$T/stderr" && up
+m=$(master_pid)
+kill -9 "$m"
+wait_for "gone $m"
+stop
+starts 8192 LD_PRELOAD=
+ok $? "the workers of a master that died are ended: the next nginx binds the port and starts"
 
 with_lib=(LD_PRELOAD="$LIB" MASTERAFF_SYSFS="$T/sys" MASTERAFF_LOG=debug)
 for files in 1 8; do
@@ -114,6 +137,7 @@ done
 
 nest 9
 alone=$(smallest_alone)
+[ "$alone" != none ] || alone=256
 limit=$((alone + MARGIN))
 starts_thrice $limit "${with_lib[@]}"
 ok $? "9 files, past the reader's bound: nginx starts under ulimit -s $limit, three times"
