@@ -192,11 +192,17 @@ wait_workers() {
 
 serves() { curl -sf "http://127.0.0.1:${PORT:-18080}/" | grep -q hello; }
 
-# Sends a signal and waits for the master to be gone.
+# Sends a signal and waits for the master to be gone. A master that died
+# first (a stack limit, a kill) left its workers serving its port; they
+# are still in its session (nginx's daemon calls setsid), and are ended.
 stop_nginx() {
     local m
     m=$(master_pid) || return 0
     [ -n "$m" ] || return 0
+    if gone "$m"; then
+        pkill -9 -s "$m"
+        wait_for "! pgrep -s $m >/dev/null"
+    fi
     kill -QUIT "$m" 2>/dev/null
     # Exited is enough: a zombie holds no port, and its reaper may be slow.
     wait_for "gone $m" || kill -9 "$m" 2>/dev/null

@@ -10,7 +10,7 @@
 # the heap; before they were, it needed 48 KiB where nginx alone needed
 # 12-16). Past the bound, nginx starts and the library says why it did
 # not place it. A master that a limit ends after its forks leaves its
-# workers on the port: the end of each start ends them too.
+# workers on the port: stop_nginx ends them too.
 . "$(dirname "$0")/lib.sh"
 PORT=18233
 MARGIN=16
@@ -41,24 +41,6 @@ up() {
     ! gone "$m" && [ "$(workers | wc -w)" -eq 2 ]
 }
 
-# A master that the limit ended after its forks leaves its workers behind,
-# serving the port, and no later start could bind it: they are still in
-# the master's session (nginx's daemon calls setsid). Ends them, and waits
-# until none is left.
-end_orphans() { # end_orphans MASTER
-    gone "$1" || return 0
-    pkill -9 -s "$1"
-    wait_for "! pgrep -s $1 >/dev/null"
-}
-
-# stop: ends what a start under a limit left, whether its master lives.
-stop() {
-    local m
-    m=$(master_pid)
-    [ -z "$m" ] || end_orphans "$m"
-    [ ! -s "$T/nginx.pid" ] || stop_nginx
-}
-
 # starts KIB [VAR=VALUE...]: nginx starts under ulimit -s KIB (and stops).
 starts() {
     local limit=$1 rc
@@ -69,7 +51,7 @@ starts() {
     rc=$?
     [ $rc -eq 0 ] && up
     rc=$?
-    stop
+    stop_nginx
     return $rc
 }
 
@@ -80,7 +62,7 @@ lives_on() {
     shift
     rm -f "$T/nginx.pid"
     (ulimit -s "$limit" && exec env "$@" "$NGINX" -c "$T/top.conf") 2>"$T/stderr" &&
-        up || { stop; return 1; }
+        up || { stop_nginx; return 1; }
     m=$(master_pid)
     old=$(workers)
     kill -9 "${old%% *}"
@@ -91,7 +73,7 @@ lives_on() {
         kill -0 "$m"
     }
     rc=$?
-    stop
+    stop_nginx
     return $rc
 }
 
@@ -116,7 +98,7 @@ env LD_PRELOAD= "$NGINX" -c "$T/top.conf" 2>"$T/stderr" && up
 m=$(master_pid)
 kill -9 "$m"
 wait_for "gone $m"
-stop
+stop_nginx
 starts 8192 LD_PRELOAD=
 ok $? "the workers of a master that died are ended: the next nginx binds the port and starts"
 
