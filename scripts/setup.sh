@@ -19,6 +19,9 @@ median() { sort -n | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # ratio A B [DECIMALS]: A / B, to 2 decimals unless told, "-" when B is 0.
 ratio() { awk -v a="$1" -v b="$2" -v d="${3:-2}" 'BEGIN { if (b > 0) printf "%." d "f", a / b; else printf "-" }'; }
+# children_proc PID FILE: /proc/CHILD/FILE of each child of PID, one after
+# the other.
+children_proc() { pgrep -P "$1" | sed "s|.*|/proc/&/$2|" | xargs cat 2>/dev/null; }
 # serving N [OLD]: the master's children not in OLD are N pinned workers,
 # no process of OLD is left, and a request is answered.
 serving() { settled_workers "$1" "${2:-}" && serves; }
