@@ -22,8 +22,8 @@ LIB = libmasteraff.so
 NGINXCONF_SRC = nginxconf.c nginxconf_cmdline.c nginxconf_ctx.c nginxconf_exe.c \
 	nginxconf_lua.c
 NGINXCONF_HDR = nginxconf.h nginxconf_private.h internal.h
-LIB_SRC = shim.c decide.c listener.c state.c config.c memory.c affinity.c \
-	brood.c report.c $(NGINXCONF_SRC) early.c autocpus.c cpuset.c \
+LIB_SRC = shim.c decide.c channel.c sleep.c reaps.c state.c config.c memory.c \
+	affinity.c brood.c report.c $(NGINXCONF_SRC) early.c autocpus.c cpuset.c \
 	forkmark.c
 LIB_HDR = affinity.h autocpus.h brood.h forkmark.h internal.h nginxconf.h \
 	nginxconf_private.h report.h state.h

@@ -4,15 +4,14 @@
  * the pages later forks dirtied and the check that a start or reload
  * pinned anything; and the one log line each of them says.
  *
- * Called with the lock held: from the listener, with each event it read,
- * and from fork() (its look at the channels first, the plans after). It
- * calls neither the interposers nor the listener; a newly planned time
- * wakes the listener through the shared eventfd.
+ * Called with the lock held, on the program's own thread: at its forks,
+ * in its sleep (sleep.c) with each event read, and at its affinity calls.
+ * It calls neither the interposers nor the channel; a newly planned time
+ * is the sleep's next timeout.
  *
  * The texts of the lines are built in static buffers, which the lock
- * keeps to one decision at a time: a fork's decision runs on the
- * program's main thread, whose stack may be only a few pages (ulimit -s),
- * not on the listener's. */
+ * keeps to one decision at a time: the program's main thread may have a
+ * stack of only a few pages (ulimit -s). */
 #define _GNU_SOURCE
 #include "state.h"
 
@@ -41,8 +40,8 @@ static int place_listed_threads(const char *buf, ssize_t len,
 }
 
 /* sched_setaffinity changes one thread: give the mask to every thread.
- * getdents64 rather than readdir: the listener's first malloc would make
- * it an arena while the master waits to follow. */
+ * getdents64 rather than readdir: no allocation in a process that is
+ * about to fork. */
 static int place_all_threads(const cpu_set_t *mask)
 {
     int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -153,15 +152,12 @@ static uint64_t touch_up_at;
 
 void ma_plan_touch_up(void)
 {
-    bool planned = touch_up_at != 0;
     if (!(ma_cfg.migrate && !ma_cfg.dry_run && brood.following))
         return;
     touch_up_at = now_ns() + TOUCH_UP_NS;
-    if (!planned)
-        ma_wake_listener();
 }
 
-void ma_touch_up_if_due(void)
+static void touch_up_if_due(void)
 {
     if (!touch_up_at || now_ns() < touch_up_at)
         return;
@@ -346,7 +342,6 @@ void ma_plan_pin_check(const struct ma_place *place)
         return;
     pin_check_at = now_ns() + PIN_WAIT_NS;
     pin_check_gen = place->gen;
-    ma_wake_listener();
 }
 
 /* Placed at start for a worker 0 that does not pin: back where the
@@ -366,7 +361,7 @@ static void leave_start_placement(void)
            ma_cpulist_text(&start.worker0, lead, sizeof lead));
 }
 
-void ma_check_pins_if_due(void)
+static void check_pins_if_due(void)
 {
     if (!pin_check_at || now_ns() < pin_check_at)
         return;
@@ -596,6 +591,14 @@ static uint64_t earlier(uint64_t a, uint64_t b)
     if (!a || !b)
         return a ? a : b;
     return a < b ? a : b;
+}
+
+void ma_run_due_decisions(void)
+{
+    if (brood.wait_until && now_ns() >= brood.wait_until)
+        ma_apply_decision();
+    touch_up_if_due();
+    check_pins_if_due();
 }
 
 uint64_t ma_decisions_due(void)
