@@ -44,7 +44,7 @@ TEST_PROGRAMS = test/errnos test/orphan test/mtmaster test/hostile \
 	test/secure test/vforkexec test/robust
 # test/predict.t compares test/predict with a real nginx.
 TEST_HELPERS = $(TEST_PROGRAMS) test/predict test/blockinit.so test/slowfork.so \
-	test/noio.so test/holdpin.so
+	test/noio.so test/holdpin.so test/sigcount.so test/flood.so
 ASAN_TESTS = $(UNIT_TESTS:test/t_%=test/asan_%)
 TEST_CFLAGS = $(WARN) -g -O1 -DSRCDIR=\"$(CURDIR)\" -I.
 
@@ -95,6 +95,12 @@ test/slowfork.so: test/slowfork.c
 
 test/noio.so: test/noio.c
 	$(CC) $(WARN) -g -O1 -fPIC -shared -o $@ $< -ldl
+
+test/sigcount.so: test/sigcount.c
+	$(CC) $(WARN) -g -O1 -fPIC -shared -o $@ $< -ldl
+
+test/flood.so: test/flood.c report.c report.h
+	$(CC) $(WARN) -g -O1 -fPIC -shared -o $@ $< report.c -ldl
 
 test/holdpin.so: test/holdpin.c
 	$(CC) $(WARN) -g -O1 -fPIC -shared -o $@ $< -ldl
