@@ -185,10 +185,10 @@ static unsigned oldest_pinned_gen(const struct ma_brood *b)
     return gen;
 }
 
-static bool newer_gen_lives(const struct ma_brood *b, unsigned gen)
+bool ma_brood_gen_lives(const struct ma_brood *b, unsigned gen)
 {
     for (size_t i = 0; i < b->n; i++)
-        if (b->kids[i].gen > gen)
+        if (b->kids[i].gen >= gen)
             return true;
     return false;
 }
@@ -242,7 +242,7 @@ enum ma_verdict ma_brood_decide(struct ma_brood *b, uint64_t now_ns)
 
     b->wait_until = 0;
     if (gen == 0) {
-        if (b->following && newer_gen_lives(b, b->lead_gen)) {
+        if (b->following && ma_brood_gen_lives(b, b->lead_gen + 1)) {
             b->wait_until = wait_for_newer_first(b, now_ns);
             if (b->wait_until)
                 return MA_WAIT;

@@ -172,6 +172,9 @@ void ma_brood_forget(struct ma_brood *b, struct ma_child *c);
 /* Whether a live child of generation gen has pinned itself. */
 bool ma_brood_gen_pinned(const struct ma_brood *b, unsigned gen);
 
+/* Whether a child of generation gen, or of a newer one, lives. */
+bool ma_brood_gen_lives(const struct ma_brood *b, unsigned gen);
+
 /* Re-evaluates the leader after any of the events above. MA_FOLLOW means
  * b->lead_mask is the mask to follow, b->lead_pid its process (0 when held
  * from a dead one). The verdict does not say whether anything changed:

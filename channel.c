@@ -11,7 +11,8 @@
  * master may (CAP_NET_ADMIN), and the master reads at each fork and in
  * its sleep, so a start of 1,024 workers does not fill it; only a child
  * that floods it can, and its reports stop counting after
- * MA_MAX_REPORTS. */
+ * MA_MAX_REPORTS. A child about to execute a program sends an empty
+ * datagram: it is no worker. */
 #define _GNU_SOURCE
 #include "report.h"
 #include "state.h"
@@ -72,6 +73,14 @@ out:
     errno = e;
 }
 
+/* An empty datagram: nothing a report could be mistaken for. */
+void ma_channel_farewell(void)
+{
+    int e = errno;
+    send(self.report.fd, "", 0, MSG_DONTWAIT | MSG_NOSIGNAL);
+    errno = e;
+}
+
 /* Descriptors a sender passed along are none of the master's business. */
 static void close_passed_descriptors(struct msghdr *m)
 {
@@ -97,6 +106,16 @@ static pid_t sender_of(struct msghdr *m)
     return 0;
 }
 
+/* The child executes another program: it is not a worker, and its end
+ * is no death nginx will replace. */
+static void child_left(struct ma_child *c)
+{
+    ma_log(MA_LOG_DEBUG, "child %d executes another program; no longer "
+           "followed", c->pid);
+    ma_brood_forget(&brood, c);
+    ma_apply_decision();
+}
+
 static void child_misbehaved(struct ma_child *c, const char *what)
 {
     ma_log(MA_LOG_WARN, "child %d %s; no longer listening to it", c->pid,
@@ -110,6 +129,8 @@ static void take_report(struct ma_child *c, const unsigned char *buf,
                         ssize_t len)
 {
     struct ma_report r;
+    if (len == 0)
+        return child_left(c);
     if (ma_report_decode(buf, (size_t)len, &r) < 0)
         return child_misbehaved(c, "sent a malformed report");
     if (c->reports >= MA_MAX_REPORTS)

@@ -366,7 +366,10 @@ static void check_pins_if_due(void)
     if (!pin_check_at || now_ns() < pin_check_at)
         return;
     pin_check_at = 0;
-    if (ma_brood_gen_pinned(&brood, pin_check_gen))
+    /* Children that all executed other programs (nginx's binary upgrade)
+     * were never workers. */
+    if (ma_brood_gen_pinned(&brood, pin_check_gen) ||
+        !ma_brood_gen_lives(&brood, pin_check_gen))
         return;
     if (self.start_pending)
         return leave_start_placement();

@@ -41,7 +41,8 @@ static void child_reaped(pid_t pid)
 static bool gone(pid_t pid)
 {
     siginfo_t si = {0};
-    return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 &&
+    return REAL(waitid)(P_PID, (id_t)pid, &si,
+                        WEXITED | WNOHANG | WNOWAIT) < 0 &&
            errno == ECHILD;
 }
 

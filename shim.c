@@ -687,6 +687,14 @@ static int resume_placement(int rc)
     return rc;
 }
 
+/* A child that executes a program (nginx's binary upgrade) is no worker
+ * of its parent's: it says so, and is followed no more. */
+static void say_exec(void)
+{
+    if (ma_cfg.active && self.report.fd >= 0 && in_own_process())
+        ma_channel_farewell();
+}
+
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
     /* No pthread_once here: execve runs between fork and exec, where only
@@ -698,6 +706,7 @@ EXPORT int execve(const char *path, char *const argv[], char *const envp[])
         errno = ENOSYS;
         return -1;
     }
+    say_exec();
     if (ma_cfg.active && self.report.fd >= 0 && same_program(path))
         return execve_carrying(path, argv, envp);
     if (leave_placement())
@@ -719,6 +728,7 @@ EXPORT int execvp(const char *file, char *const argv[])
         errno = ENOSYS;
         return -1;
     }
+    say_exec();
     if (leave_placement())
         return resume_placement(next(file, argv));
     return next(file, argv);

@@ -194,6 +194,10 @@ int ma_channel_open(void);
 /* In a child that pinned itself: tells its parent its new mask. */
 void ma_channel_report(void);
 
+/* In a child about to execute a program: tells its parent to follow it no
+ * more. Async-signal-safe. */
+void ma_channel_farewell(void);
+
 /* Reads at most budget reports and hands each to the brood and the
  * decisions. Returns how many it read. */
 unsigned ma_channel_read(unsigned budget);
