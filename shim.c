@@ -60,25 +60,23 @@ static void resolve_for_children(void)
 
 /* The wait functions run in signal handlers (nginx's SIGCHLD handler),
  * where a lookup could wait for a lock the handler interrupted: looked up
- * at load in every program, as is sigsuspend, which they go with. */
+ * at load in every program. waitpid, wait and wait3 are wait4 in every
+ * libc, and reach it here: one lookup for the four. */
 static void resolve_waits(void)
 {
-    REAL(waitpid);
-    REAL(wait);
-    REAL(wait3);
     REAL(wait4);
     REAL(waitid);
-    REAL(sigsuspend);
 }
 
 /* A target's children also restore their mask and report their pins
- * between fork and exec. */
+ * between fork and exec, and its master sleeps in sigsuspend. */
 static bool resolve_for_target(void)
 {
     bool required = REAL(fork) && REAL(sched_setaffinity) &&
                     REAL(sched_getaffinity);
     /* The others answer ENOSYS when they are missing, as libc would. */
     REAL(pthread_setaffinity_np);
+    REAL(sigsuspend);
     return required;
 }
 
@@ -488,74 +486,52 @@ static void serve_at_reap(void)
 
 /* What a wait function returned: a child's end is noted, its stop or
  * continuation is not. Async-signal-safe. */
-static pid_t noted(pid_t pid, int status)
+static void noted(pid_t pid, int status)
 {
     if (pid > 0 && (WIFEXITED(status) || WIFSIGNALED(status)))
         ma_reaps_note(pid);
-    return pid;
 }
 
-/* The status goes where the caller asked, if anywhere. */
-static pid_t give_status(pid_t pid, int st, int *status)
-{
-    if (pid > 0 && status)
-        *status = st;
-    noted(pid, st);
-    if (pid >= 0)
-        serve_at_reap();
-    return pid;
-}
-
-EXPORT pid_t waitpid(pid_t pid, int *status, int options)
-{
-    waitpid_fn *next = REAL(waitpid);
-    int st = 0;
-    if (!next) {
-        errno = ENOSYS;
-        return -1;
-    }
-    if (!notes_reaps())
-        return next(pid, status, options);
-    return give_status(next(pid, &st, options), st, status);
-}
-
-EXPORT pid_t wait(int *status)
-{
-    wait_fn *next = REAL(wait);
-    int st = 0;
-    if (!next) {
-        errno = ENOSYS;
-        return -1;
-    }
-    if (!notes_reaps())
-        return next(status);
-    return give_status(next(&st), st, status);
-}
-
-EXPORT pid_t wait3(int *status, int options, struct rusage *usage)
-{
-    wait3_fn *next = REAL(wait3);
-    int st = 0;
-    if (!next) {
-        errno = ENOSYS;
-        return -1;
-    }
-    if (!notes_reaps())
-        return next(status, options, usage);
-    return give_status(next(&st, options, usage), st, status);
-}
-
-EXPORT pid_t wait4(pid_t pid, int *status, int options, struct rusage *usage)
+/* waitpid, wait, wait3 and wait4: libc's wait4, the status noted. */
+static pid_t reaped_by_wait4(pid_t pid, int *status, int options,
+                             struct rusage *usage)
 {
     wait4_fn *next = REAL(wait4);
     int st = 0;
+    pid_t rc;
     if (!next) {
         errno = ENOSYS;
         return -1;
     }
     if (!notes_reaps())
         return next(pid, status, options, usage);
-    return give_status(next(pid, &st, options, usage), st, status);
+    rc = next(pid, &st, options, usage);
+    if (rc > 0 && status)
+        *status = st;
+    noted(rc, st);
+    if (rc >= 0)
+        serve_at_reap();
+    return rc;
+}
+
+EXPORT pid_t waitpid(pid_t pid, int *status, int options)
+{
+    return reaped_by_wait4(pid, status, options, NULL);
+}
+
+EXPORT pid_t wait(int *status)
+{
+    return reaped_by_wait4(-1, status, 0, NULL);
+}
+
+EXPORT pid_t wait3(int *status, int options, struct rusage *usage)
+{
+    return reaped_by_wait4(-1, status, options, usage);
+}
+
+EXPORT pid_t wait4(pid_t pid, int *status, int options, struct rusage *usage)
+{
+    return reaped_by_wait4(pid, status, options, usage);
 }
 
 EXPORT int waitid(idtype_t idtype, id_t id, siginfo_t *info, int options)

@@ -36,9 +36,6 @@ typedef int execve_fn(const char *, char *const[], char *const[]);
 typedef pid_t setsid_fn(void);
 typedef int execvp_fn(const char *, char *const[]);
 typedef int sigsuspend_fn(const sigset_t *);
-typedef pid_t waitpid_fn(pid_t, int *, int);
-typedef pid_t wait_fn(int *);
-typedef pid_t wait3_fn(int *, int, struct rusage *);
 typedef pid_t wait4_fn(pid_t, int *, int, struct rusage *);
 typedef int waitid_fn(idtype_t, id_t, siginfo_t *, int);
 
@@ -46,7 +43,7 @@ typedef int waitid_fn(idtype_t, id_t, siginfo_t *, int);
 struct ma_real {
     void *fork, *sched_setaffinity, *sched_getaffinity,
         *pthread_setaffinity_np, *execve, *setsid, *execvp, *sigsuspend,
-        *waitpid, *wait, *wait3, *wait4, *waitid;
+        *wait4, *waitid;
 };
 extern struct ma_real real;
 
