@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -166,6 +167,12 @@ static bool parse_pid(const char *s, pid_t *out)
     return true;
 }
 
+/* Who a pid file speaks for: nginx's, or any other master's. */
+static const char *whose(const char *path)
+{
+    return strcmp(path, DEFAULT_PIDFILE) == 0 ? "nginx" : "the master";
+}
+
 static pid_t pid_from_file(const char *path)
 {
     char buf[64];
@@ -174,6 +181,10 @@ static pid_t pid_from_file(const char *path)
     int err;
     pid_t pid;
 
+    if (!f && errno == ENOENT)
+        fail_not_running("%s is not running: no pid file %s (give the "
+                         "master's pid, or its pid file if it is elsewhere)",
+                         whose(path), shortened(path));
     if (!f)
         fail(EXIT_RUNTIME, "cannot read pid file %s: %s", shortened(path),
              strerror(errno));
@@ -187,6 +198,10 @@ static pid_t pid_from_file(const char *path)
     buf[strcspn(buf, "\n")] = '\0';
     if (!parse_pid(buf, &pid))
         fail(EXIT_RUNTIME, "pid file %s does not hold a pid", shortened(path));
+    if (kill(pid, 0) < 0 && errno == ESRCH)
+        fail_not_running("%s is not running: its pid file %s names process "
+                         "%d, which has exited",
+                         whose(path), shortened(path), (int)pid);
     return pid;
 }
 
