@@ -90,7 +90,8 @@ is_empty "$unclear" "every document opens with a title and a sentence of what it
 lines=$(wc -l <README.md)
 [ "$lines" -le 250 ]
 ok $? "README.md has at most 250 lines ($lines)"
-head -60 README.md | grep -qE '^ +make demo( |$)' && head -60 README.md | grep -qE '^ +make check( |$)'
+top=$(head -60 README.md)
+grep -qE '^ +make demo( |$)' <<<"$top" && grep -qE '^ +make check( |$)' <<<"$top"
 ok $? "make demo and make check are in the README's first 60 lines"
 
 # ---- the figures ----
