@@ -182,9 +182,10 @@ TEST_DEPS = $(QUICK_DEPS) build-essential clang valgrind qemu-system-x86 busybox
 	prometheus strace hyperfine gnuplot-nox
 
 # What the library, its command and the quick tests need (make
-# check-quick): a compiler, Debian's nginx, curl and the process tools.
+# check-quick): a compiler, Debian's nginx, curl, the process tools, and
+# perl for prove.
 QUICK_DEPS = gcc make libc6-dev nginx-light curl procps psmisc numactl \
-	libnuma1 groff-base python3
+	libnuma1 groff-base python3 perl
 
 # The quick tests: the unit tests natively and under the sanitizers, and
 # the shell tests that need nothing but nginx and a few seconds each.
@@ -198,7 +199,7 @@ deps:
 	@echo "   architecture to dpkg (cross builds) and, on a minimal Debian 12,"
 	@echo "   downloads about 770 MB (3.6 GB on disk): podman, qemu for x86 and"
 	@echo "   arm64 guests, cross compilers, clang, valgrind, prometheus, ..."
-	@echo "   For the library and its quick tests alone (85 MB, 320 MB on disk):"
+	@echo "   For the library and its quick tests alone (90 MB, 370 MB on disk):"
 	@echo "   make deps-quick, then make check-quick."
 	dpkg --add-architecture arm64
 	apt-get update -qq
