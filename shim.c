@@ -340,14 +340,17 @@ static struct prefork prepare_fork(uint64_t asked_ns,
 {
     struct prefork pf = {0};
     cpu_set_t cpuset;
-    bool reread, known = false;
+    bool reread;
     drop_orphan_channel();
     if (!become_master() || !still_master())
         return pf;
-    /* A master that sleeps reads its cpuset when it wakes (sleep.c). */
-    if (!self.sleeper)
-        known = ma_cpuset_cpus(&cpuset, NULL) == 0;
-    ma_check_own_mask(known ? &cpuset : NULL);
+    /* Its mask, and the cpuset that explains a change of it: at each fork
+     * of a master that does not sleep, at the first of each burst of one
+     * that does (nginx forks a whole start or reload in one wake-up). */
+    if (!self.sleeper || self.forked_in_wake != self.wakes + 1) {
+        bool known = ma_cpuset_cpus(&cpuset, NULL) == 0;
+        ma_check_own_mask(known ? &cpuset : NULL);
+    }
     ma_take_events(FORK_BUDGET);
     ma_memory_prefork();
     reread = opens_burst(called);
