@@ -577,6 +577,50 @@ static void test_sleeper(void)
     is_str(decide_at(6000), "follow 22 on 1", "the respawned worker 0 leads");
 }
 
+/* The sequence a loaded machine made of respawns.t without I/O counts,
+ * when the voluntary context switches of nginx's thread stood in for its
+ * reads: the thread waited for the library's lock between two forks of a
+ * reload, the second fork opened a generation of its own, and once the
+ * old workers were gone the master followed a respawned worker 1. A
+ * master that sleeps tells a burst by its wake-ups: a wait inside one
+ * changes nothing. */
+static void test_busy_reload_then_deaths(void)
+{
+    start_pinned();
+    wake();
+    die_at(13, 60000);
+    wake();
+    reload_at(30, 61000);
+    fork_at(31, 61400);
+    fork_at(32, 61401);
+    fork_at(33, 61402);
+    place_is(31, 2, 1, "a reload's second fork after a wait is its rank 1");
+    pin_at(30, 1, 61500);
+    pin_at(31, 0, 61500);
+    for (pid_t p = 10; p <= 12; p++)
+        die_at(p, 61600);
+    is_str(decide_at(61600), "follow 30 on 1", "the old workers gone, the new "
+           "worker 0 leads");
+    wake(); /* a refused reload */
+    wake();
+    die_at(32, 70000);
+    reload_at(40, 70001);
+    place_is(40, 2, 2, "the cache manager's respawn");
+    wake();
+    die_at(31, 71000);
+    reload_at(41, 71001);
+    place_is(41, 2, 1, "worker 1's respawn");
+    pin_at(41, 0, 71002);
+    is_str(decide_at(71002), "follow 30 on 1", "worker 0 leads still");
+    wake();
+    die_at(30, 72000);
+    reload_at(42, 72001);
+    place_is(42, 2, 0, "worker 0's respawn");
+    pin_at(42, 1, 72002);
+    is_str(decide_at(72002), "follow 42 on 1", "the respawned worker 0 leads "
+           "on CPU 1: the master never moves");
+}
+
 /* What the master read before a death does not make its respawn a
  * reload: a reload nginx refused (a configuration with an error), a
  * reopen of its logs (USR1), or, where the kernel keeps no per-thread I/O
@@ -692,6 +736,7 @@ int main(void)
     test_kill_then_reload();
     test_lowest_rank_first();
     test_sleeper();
+    test_busy_reload_then_deaths();
     test_read_before_death();
     test_two_unreplaced_deaths();
     test_forget();
