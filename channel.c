@@ -51,6 +51,23 @@ int ma_channel_open(void)
     return 0;
 }
 
+/* A parent that is gone is told nothing more; a full channel may empty,
+ * but is said once: a child that pins itself again and again (a stopped
+ * master) would fill its error log. */
+static void say_unreported(int err)
+{
+    static bool said_full;
+    if (err == EAGAIN && said_full)
+        return;
+    ma_log(MA_LOG_WARN, "process %d pinned itself, but its parent %d cannot "
+           "be told (%s); nothing follows it", getpid(), self.parent,
+           err == EAGAIN ? "its channel is full" : strerror(err));
+    if (err == EAGAIN)
+        said_full = true;
+    else
+        ma_release(&self.report);
+}
+
 void ma_channel_report(void)
 {
     struct ma_report r;
@@ -61,14 +78,9 @@ void ma_channel_report(void)
     r.sent_ns = now_ns();
     ma_report_encode(&r, msg);
     /* The parent may be gone or not reading: never block, never SIGPIPE. */
-    if (send(self.report.fd, msg, sizeof msg, MSG_DONTWAIT | MSG_NOSIGNAL) ==
+    if (send(self.report.fd, msg, sizeof msg, MSG_DONTWAIT | MSG_NOSIGNAL) !=
         (ssize_t)sizeof msg)
-        goto out;
-    ma_log(MA_LOG_WARN, "process %d pinned itself, but its parent %d cannot "
-           "be told (%s); nothing follows it", getpid(), self.parent,
-           errno == EAGAIN ? "its channel is full" : strerror(errno));
-    if (errno != EAGAIN)
-        ma_release(&self.report);
+        say_unreported(errno);
 out:
     errno = e;
 }

@@ -46,6 +46,7 @@ struct prefork {
     struct ma_place place;
     bool followed; /* the master follows the child: it has a channel and
                       a place in the table */
+    bool made;     /* this fork made the process a master */
 };
 
 /* What a child calls between fork (or vfork) and exec, where a lookup
@@ -342,6 +343,7 @@ static struct prefork prepare_fork(uint64_t asked_ns,
     cpu_set_t cpuset;
     bool reread;
     drop_orphan_channel();
+    pf.made = !is_master();
     if (!become_master() || !still_master())
         return pf;
     /* Its mask, and the cpuset that explains a change of it: at each fork
@@ -363,6 +365,12 @@ static struct prefork prepare_fork(uint64_t asked_ns,
 
 static void after_fork_in_parent(struct prefork *pf, pid_t pid)
 {
+    /* A first fork that failed leaves the process as it was: no
+     * descriptor of the library's, and the next fork tries again. */
+    if (pid < 0 && pf->made && is_master()) {
+        ma_stop_being_master();
+        return;
+    }
     warn_table_full(pf, pid);
     if (pid > 0 && pf->followed && is_master() &&
         ma_brood_add(&brood, pid, pf->place))
