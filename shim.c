@@ -282,18 +282,6 @@ static bool become_master(void)
     return true;
 }
 
-/* Whether the master's descriptors are still the library's: the program
- * may have closed them (all descriptors above 2, say) and reused the
- * numbers. */
-static bool still_master(void)
-{
-    if (ma_is_ours(&self.channel) && ma_is_ours(&self.children_end))
-        return true;
-    ma_stop_being_master();
-    ma_give_up("the program closed the library's channel", EBADF);
-    return false;
-}
-
 /* Said once per start or reload, at its first child the table has no room
  * for. */
 static void warn_table_full(const struct prefork *pf, pid_t pid)
@@ -344,7 +332,7 @@ static struct prefork prepare_fork(uint64_t asked_ns,
     bool reread;
     drop_orphan_channel();
     pf.made = !is_master();
-    if (!become_master() || !still_master())
+    if (!become_master() || !ma_still_master())
         return pf;
     /* Its mask, and the cpuset that explains a change of it: at each fork
      * of a master that does not sleep, at the first of each burst of one
@@ -487,7 +475,7 @@ static void serve_at_reap(void)
         return;
     }
     ma_lock(&old);
-    if (is_master()) {
+    if (is_master() && ma_still_master()) {
         ma_take_events(FORK_BUDGET);
         ma_run_due_decisions();
     }

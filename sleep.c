@@ -57,13 +57,8 @@ static bool prepare_wait(struct pollfd *p, struct timespec **timeout,
                          struct timespec *ts)
 {
     self.sleeper = true;
-    if (!is_master())
+    if (!is_master() || !ma_still_master())
         return false;
-    if (!ma_is_ours(&self.channel)) {
-        ma_stop_being_master();
-        ma_give_up("the program closed the library's channel", EBADF);
-        return false;
-    }
     ma_run_due_decisions();
     if (unwatched_until && now_ns() >= unwatched_until)
         unwatched_until = 0;
@@ -81,6 +76,9 @@ static void woke(void)
     cpu_set_t cpuset;
     bool known = ma_cpuset_cpus(&cpuset, NULL) == 0;
     self.wakes++;
+    /* A handler of the program's may have closed every descriptor. */
+    if (!is_master() || !ma_still_master())
+        return;
     ma_brood_settle(&brood);
     ma_check_own_mask(known ? &cpuset : NULL);
     ma_take_events(WAKE_BUDGET);

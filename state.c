@@ -104,3 +104,14 @@ void ma_stop_being_master(void)
     ma_release(&self.children_end);
     brood.n = 0;
 }
+
+/* The program may have closed the library's descriptors (all those above
+ * 2, say) and reused the numbers: nothing is read from them then. */
+bool ma_still_master(void)
+{
+    if (ma_is_ours(&self.channel) && ma_is_ours(&self.children_end))
+        return true;
+    ma_stop_being_master();
+    ma_give_up("the program closed the library's channel", EBADF);
+    return false;
+}

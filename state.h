@@ -146,6 +146,10 @@ void ma_release(struct owned_fd *o);
 /* Closes what is still ours of the master's descriptors. */
 void ma_stop_being_master(void);
 
+/* Whether the master's descriptors are still the library's; if not, it
+ * stops being a master, and says so. */
+bool ma_still_master(void);
+
 /* Says once why this process will not follow its children. */
 void ma_give_up(const char *what, int err);
 
