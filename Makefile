@@ -177,7 +177,7 @@ injector: $(LIB) musl
 # make the Debian 13 chroot (test/package-trixie.t) and run the Kubernetes
 # manifests (test/kube.t: python3-yaml for test/kube-manifest). prometheus
 # for promtool, which checks status --prometheus (test/prometheus.t). strace
-# counts the master's reads and refuses its kcmp calls (test/kcmp.t).
+# counts the master's socket pairs, kcmp calls and fdinfo reads (test/kcmp.t).
 # hyperfine times the starts in scripts/bench, which a fresh clone runs too.
 # gnuplot draws the benchmarks' figures (make plots).
 TEST_DEPS = $(QUICK_DEPS) build-essential clang valgrind qemu-system-x86 busybox-static cpio \

@@ -62,10 +62,22 @@ static inline int sockets_of_type(int want, int *last)
     return fds_matching(is_socket_of_type, want, last);
 }
 
-/* The library's channels are this process's SOCK_SEQPACKET descriptors. */
-static inline int seqpacket_fds(void)
+/* Whether fd is an AF_UNIX datagram socket: the library's channel is
+ * the only kind a process of the tests holds. */
+static inline int is_unix_dgram(int fd, int unused)
 {
-    return sockets_of_type(SOCK_SEQPACKET, NULL);
+    struct sockaddr_storage sa;
+    socklen_t len = sizeof sa;
+    (void)unused;
+    return is_socket_of_type(fd, SOCK_DGRAM) &&
+           getsockname(fd, (struct sockaddr *)&sa, &len) == 0 &&
+           sa.ss_family == AF_UNIX;
+}
+
+/* How many of them the process holds. */
+static inline int unix_dgrams(void)
+{
+    return fds_matching(is_unix_dgram, 0, NULL);
 }
 
 #endif
