@@ -11,7 +11,9 @@
  * master may (CAP_NET_ADMIN), and the master reads at each fork and in
  * its sleep, so a start of 1,024 workers does not fill it; only a child
  * that floods it can, and its reports stop counting after
- * MA_MAX_REPORTS. A child about to execute a program sends an empty
+ * MA_MAX_REPORTS. Once one has, the reports of others may be lost: the
+ * master asks the kernel where each generation's worker 0 that it has not
+ * heard from runs. A child about to execute a program sends an empty
  * datagram: it is no worker. */
 #define _GNU_SOURCE
 #include "report.h"
@@ -128,8 +130,12 @@ static void child_left(struct ma_child *c)
     ma_apply_decision();
 }
 
+/* A child filled the channel: others' reports may have been lost. */
+static bool flooded;
+
 static void child_misbehaved(struct ma_child *c, const char *what)
 {
+    flooded = true;
     ma_log(MA_LOG_WARN, "child %d %s; no longer listening to it", c->pid,
            what);
     ma_brood_forget(&brood, c);
@@ -175,12 +181,34 @@ static bool read_one(void)
     return true;
 }
 
+/* A worker pins itself once, and the kernel says to what: a worker 0
+ * whose mask is no longer the one every child starts with has pinned,
+ * reported or not. */
+static void look_at_unheard(void)
+{
+    struct ma_report r;
+    for (size_t i = 0; i < brood.n; i++) {
+        struct ma_child *c = &brood.kids[i];
+        if (c->pinned || c->rank != 0 ||
+            REAL(sched_getaffinity)(c->pid, sizeof r.mask, &r.mask) < 0 ||
+            CPU_EQUAL(&r.mask, &self.original))
+            continue;
+        r.sent_ns = now_ns();
+        ma_brood_pinned(&brood, c, &r);
+        ma_apply_decision();
+    }
+}
+
 unsigned ma_channel_read(unsigned budget)
 {
     unsigned n = 0;
     int e = errno;
     while (n < budget && read_one())
         n++;
+    if (n == budget)
+        flooded = true;
+    if (flooded)
+        look_at_unheard();
     errno = e;
     return n;
 }

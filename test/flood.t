@@ -6,7 +6,9 @@
 # that nginx has not yet named it a worker); worker 0 pins to CPU 1,
 # where the master was placed at start, on the fake two-package tree.
 # test/sigcount.so counts the returns of nginx's sigsuspend: none may come
-# without one of nginx's handlers run.
+# without one of nginx's handlers run. Then worker 0 pins only once the
+# flood has filled the channel (FLOOD_FIRST), with no placement at start:
+# its report is lost, and the master learns from the kernel where it runs.
 . "$(dirname "$0")/lib.sh"
 PORT=18451
 COUNT=$SRCDIR/test/sigcount.so
@@ -71,4 +73,21 @@ wait_new_workers "$old"
 ok $? "a reload after the flood brings new workers"
 ! grep -aqE '\[(alert|crit|emerg)\]' "$T/all.log" "$T/error.log"
 ok $? "no [alert], [crit] or [emerg] line"
+
+# ---- worker 0's report lost in the flood ----
+
+fresh
+rm -f "$FLOOD_FILE" "$FLOOD_FILE.started"
+FLOOD_FIRST=1 MASTERAFF_EARLY=off LIB="$FLOOD $LIB" start_nginx
+wait_for '[ -n "$(master_pid)" ]'
+m=$(master_pid)
+wait_for '[ -n "$(child_on 0)" ] && [ -n "$(child_on 1)" ]'
+ok $? "worker 1 floods on CPU 0; worker 0 pins to CPU 1 once the channel is full"
+w0=$(child_on 1)
+wait_for "[ \"\$(cpus_of $m)\" = 1 ]"
+is "$(cpus_of "$m")" 1 "the master follows worker 0 to CPU 1 all the same"
+grep -qa "masteraff: master $m -> CPUs 1 (package 1), following worker $w0 " "$T/error.log"
+ok $? "the line names worker 0" || lib_lines | sed 's/^/#   /'
+grep -qa "masteraff: process $w0 pinned itself, but its parent $m cannot be told (its channel is full)" "$T/error.log"
+ok $? "worker 0 said its report was lost: the master did not hear it"
 done_testing
