@@ -100,6 +100,19 @@ static void log_followed(const cpu_set_t *target, const char *units,
            ma_cpulist_text(&brood.lead_mask, lead, sizeof lead), after, memory);
 }
 
+/* Whether the library asked the kernel for the master's mask (in this
+ * process, or in the parent it was forked from): since Linux 6.2 the
+ * kernel remembers that request, self.asked, as the master's own and
+ * keeps it within a changed cpuset. Until then the mask it remembers, if
+ * any, is the program's, of which the library knows the original mask. */
+static bool asked_kernel;
+
+static void record_request(const cpu_set_t *mask)
+{
+    self.asked = *mask;
+    asked_kernel = true;
+}
+
 /* Moves the master to target, or says why not. Returns 0 when placed. */
 static int place_master(const cpu_set_t *target)
 {
@@ -112,7 +125,7 @@ static int place_master(const cpu_set_t *target)
     }
     self.placed = *target;
     if (!ma_cfg.dry_run)
-        self.asked = *target;
+        record_request(target);
     return 0;
 }
 
@@ -294,7 +307,9 @@ void ma_place_at_start(int argc, char **argv)
     }
     self.original = original;
     self.placed = e->target;
-    self.asked = ma_cfg.dry_run ? original : e->target;
+    self.asked = original;
+    if (!ma_cfg.dry_run)
+        record_request(&e->target);
     self.start_pending = true;
     start.pid = getpid();
     start.worker0 = e->worker0;
@@ -512,9 +527,11 @@ static void follow_cpuset(const cpu_set_t *cpus, const cpu_set_t *now)
     bool stays, goes_by_worker;
 
     ma_cpulist_text(&self.cpuset, was, sizeof was);
-    /* While the library asks for nothing but the original mask, the
-     * kernel's mask is the program's own, as the kernel left it. */
-    if (CPU_EQUAL(&self.asked, &self.original) || ma_cfg.dry_run)
+    /* While the library has asked the kernel for nothing, the kernel's
+     * mask is the program's own, as the kernel left it. A request of the
+     * library's, even one for the original mask, is kept by the kernel in
+     * the program's stead: the original mask is then worked out. */
+    if (!asked_kernel)
         self.original = *now;
     else
         original_within(cpus);
