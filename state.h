@@ -197,6 +197,11 @@ int ma_cpuset_cpus(cpu_set_t *out, unsigned *reads);
  * Async-signal-safe. */
 void ma_cpuset_after_fork(void);
 
+/* Whether the kernel keeps a mask a thread asked for within its cpuset
+ * when the cpuset's CPUs change (Linux 6.2 and later), rather than giving
+ * the thread all of them. */
+bool ma_kernel_keeps_requests(void);
+
 /* ---- listener.c: the thread that reads the children's channels ---- */
 
 int ma_start_listener(void);

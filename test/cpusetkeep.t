@@ -6,15 +6,20 @@
 # MASTERAFF_AUTO=cpuset, then a reload: the original mask is the widened
 # cpuset, and the new workers, the master and the cache manager go where
 # they would without the library. A cpuset narrowed to exactly the CPU the
-# library asked for, then widened back: the same. On the fake tree where
+# library asked for, then widened back: the same. An administrator's
+# taskset -p to all of a just widened cpuset: on such a kernel only a
+# person asks for that, and it is taken as theirs. On the fake tree where
 # CPU 0 and CPU 1 are two packages, in a cgroup v1 cpuset (test/cpuset.sh).
+# Kernels before 6.2 give every task all of its cpuset's new CPUs:
+# test/vm.t runs that side in guests of Debian 12's kernel, 6.1
+# (test/vm/scenarios.sh, 13).
 . "$(dirname "$0")/lib.sh"
 . "$SRCDIR/test/cpuset.sh"
 PORT=18700
 
 IFS=. read -r major minor _ <<<"$(uname -r)"
 [ "$major" -gt 6 ] || { [ "$major" -eq 6 ] && [ "$minor" -ge 2 ]; } ||
-    skip_all "Linux $(uname -r) gives a cpuset's tasks all its new CPUs"
+    skip_all "Linux $(uname -r) gives a cpuset's tasks all its new CPUs (test/vm.t)"
 
 # The master's cache manager other than $1 (a reload's, while the old one
 # may still be exiting).
@@ -78,6 +83,35 @@ case_narrow_to_asked() {
     end_case
 }
 
+# ---- an administrator's taskset -p to all of a just widened cpuset ----
+case_taskset_after_widen() {
+    local label="taskset -p after a widening" r
+    make_twopkg
+    write_conf "10 10"
+    cg_make 1
+    start_in_cpuset
+    wait_workers
+    m=$(master_pid)
+    read -r w0 w1 <<<"$(workers)"
+    wait_for "[ \"\$(cpus_of $m)\" = 1 ] && [ \"\$(cpus_of $w1)\" = 1 ]"
+    ok $? "$label: in cpuset 1, the workers and the master on CPU 1"
+    cg_set 0-1
+    wait_for "[ \"\$(cpus_of $w0)\" = 1 ]"
+    is "$(cpus_of "$m")" 1 "$label: widened to 0-1, the kernel keeps the master on CPU 1"
+    taskset -p -c 0-1 "$m" >/dev/null
+    ok $? "$label: taskset -p -c 0-1 on the master"
+    kill -9 "$w1"
+    wait_for "r=\$(new_workers '$w0 $w1') && [ -n \"\$r\" ] && [ \"\$(cpus_of \$r)\" = 1 ]"
+    ok $? "$label: a worker dies and is respawned"
+    said_once "master $m is on CPUs 0-1, not the CPUs 1 it was given: its mask was set by the program or an administrator (all of its changed cpuset, where this kernel keeps the CPUs 1 the library asked for), and the library no longer moves it or its memory" \
+        "$label: one line says the mask is the administrator's, and why the cpuset does not explain it"
+    is "$(cpus_of "$m")" 0-1 "$label: the master stays on the administrator's CPUs 0-1"
+    ! lib_lines | grep -q 'the cpuset changed'
+    ok $? "$label: the mask is not taken for the cpuset's doing"
+    end_case
+}
+
 case_widen_auto
 case_narrow_to_asked
+case_taskset_after_widen
 done_testing
