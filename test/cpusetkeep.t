@@ -59,13 +59,7 @@ case_widen_auto() {
 # ---- narrowed to exactly the CPU the library asked for, widened back ----
 case_narrow_to_asked() {
     local label="narrowed to the CPU asked for, widened back" cm
-    make_twopkg
-    write_conf "10 01"
-    cg_make 0-1
-    start_in_cpuset
-    wait_pinned_workers
-    wait_for "[ \"\$(cpus_of $m)\" = 1 ]"
-    ok $? "$label: the master is on worker 0's CPU 1"
+    start_following "$label"
     cg_set 1
     wait_for "[ \"\$(cpus_of $w1)\" = 1 ]"
     cm=$(respawn_cache_manager)
