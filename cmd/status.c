@@ -85,7 +85,10 @@ static void print_numa(const struct library *lib)
 {
     const char *slash = strrchr(lib->path, '/');
     size_t dir = slash ? (size_t)(slash - lib->path) + 1 : 0;
-    if (!lib->numa)
+    if (!lib->numa && lib->numa_refused)
+        printf("libnuma: not loaded; the copy beside the library would not "
+               "be: %s\n", lib->numa_refused);
+    else if (!lib->numa)
         printf("libnuma: not loaded (no memory moved yet, or none found)\n");
     else if (dir && strncmp(lib->numa, lib->path, dir) == 0 &&
              !strchr(lib->numa + dir, '/'))
