@@ -24,17 +24,18 @@ NGINXCONF_SRC = nginxconf.c nginxconf_cmdline.c nginxconf_ctx.c nginxconf_exe.c 
 NGINXCONF_HDR = nginxconf.h nginxconf_private.h internal.h
 LIB_SRC = shim.c decide.c channel.c sleep.c reaps.c state.c config.c memory.c \
 	affinity.c brood.c report.c $(NGINXCONF_SRC) early.c autocpus.c cpuset.c \
-	forkmark.c
-LIB_HDR = affinity.h autocpus.h brood.h forkmark.h internal.h nginxconf.h \
-	nginxconf_private.h report.h state.h
+	forkmark.c loadable.c
+LIB_HDR = affinity.h autocpus.h brood.h forkmark.h internal.h loadable.h \
+	nginxconf.h nginxconf_private.h report.h state.h
 
 CMD = masteraff
-# The command, in cmd/: it takes affinity.c from the library's side.
+# The command, in cmd/: it takes affinity.c and loadable.c from the
+# library's side.
 CMD_SRC = cmd/main.c cmd/cli.c cmd/run.c cmd/status.c cmd/status_procs.c \
 	cmd/status_library.c cmd/status_verdict.c cmd/status_json.c \
 	cmd/status_prometheus.c \
-	cmd/topology.c cmd/pages.c affinity.c
-CMD_HDR = cmd/cli.h cmd/status.h cmd/pages.h affinity.h internal.h
+	cmd/topology.c cmd/pages.c affinity.c loadable.c
+CMD_HDR = cmd/cli.h cmd/status.h cmd/pages.h affinity.h internal.h loadable.h
 MANPAGES = man/masteraff.1 man/libmasteraff.7
 
 UNIT_TESTS = test/t_cpulist test/t_topology test/t_brood test/t_nginxconf \

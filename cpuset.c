@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/utsname.h>
 
 /* Where the hierarchy of the cpuset controller is mounted, looked up once. */
 static struct {
@@ -201,4 +202,22 @@ int ma_cpuset_cpus(cpu_set_t *out, unsigned *reads)
         *reads = reads_made;
     errno = e;
     return rc;
+}
+
+/* Told by the kernel's release, read once: the behaviour itself shows
+ * only when a cpuset changes, and changing one to see it takes a cgroup
+ * file system that root may write, which a container does not have, and
+ * a cgroup of the library's own in a hierarchy that a service manager
+ * or a kubelet owns. A release that cannot be read is taken for a
+ * current kernel. */
+bool ma_kernel_keeps_requests(void)
+{
+    static int keeps = -1;
+    struct utsname u;
+    unsigned major, minor;
+    if (keeps < 0)
+        keeps = uname(&u) < 0 ||
+                sscanf(u.release, "%u.%u", &major, &minor) != 2 ||
+                major > 6 || (major == 6 && minor >= 2);
+    return keeps;
 }

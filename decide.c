@@ -99,6 +99,19 @@ static void log_followed(const cpu_set_t *target, const char *units,
            ma_cpulist_text(&brood.lead_mask, lead, sizeof lead), after, memory);
 }
 
+/* Whether the library asked the kernel for the master's mask (in this
+ * process, or in the parent it was forked from): since Linux 6.2 the
+ * kernel remembers that request, self.asked, as the master's own and
+ * keeps it within a changed cpuset. Until then the mask it remembers, if
+ * any, is the program's, of which the library knows the original mask. */
+static bool asked_kernel;
+
+static void record_request(const cpu_set_t *mask)
+{
+    self.asked = *mask;
+    asked_kernel = true;
+}
+
 /* Moves the master to target, or says why not. Returns 0 when placed. */
 static int place_master(const cpu_set_t *target)
 {
@@ -111,7 +124,7 @@ static int place_master(const cpu_set_t *target)
     }
     self.placed = *target;
     if (!ma_cfg.dry_run)
-        self.asked = *target;
+        record_request(target);
     return 0;
 }
 
@@ -290,7 +303,9 @@ void ma_place_at_start(int argc, char **argv)
     }
     self.original = original;
     self.placed = e->target;
-    self.asked = ma_cfg.dry_run ? original : e->target;
+    self.asked = original;
+    if (!ma_cfg.dry_run)
+        record_request(&e->target);
     self.start_pending = true;
     start.pid = getpid();
     start.worker0 = e->worker0;
@@ -384,14 +399,14 @@ static void check_pins_if_due(void)
  * the master's from now on: sched_getaffinity reads it, its children
  * inherit it, and the library moves the master, and its memory, no more:
  * an explicit mask wins over following worker 0. */
-static void take_own_mask(const cpu_set_t *now)
+static void take_own_mask(const cpu_set_t *now, const char *why)
 {
     static char cpus[4096], given[4096];
     ma_log(MA_LOG_NOTICE, "master %d is on CPUs %s, not the CPUs %s it was "
-           "given: its mask was set by the program or an administrator, and "
-           "the library no longer moves it or its memory", getpid(),
+           "given: its mask was set by the program or an administrator%s, "
+           "and the library no longer moves it or its memory", getpid(),
            ma_cpulist_text(now, cpus, sizeof cpus),
-           ma_cpulist_text(&self.placed, given, sizeof given));
+           ma_cpulist_text(&self.placed, given, sizeof given), why);
     self.original = self.placed = self.asked = *now;
     self.mask_taken = true;
     self.start_pending = false;
@@ -408,13 +423,20 @@ static bool within(const cpu_set_t *a, const cpu_set_t *b)
 
 /* Whether mask is what the kernel makes of the master's when its cpuset's
  * CPUs become cpus: the mask last asked for, within them, or all of them
- * when none of it is left (kernels before 6.2 give all of them always). */
+ * when none of it is left; kernels before 6.2 give all of them always.
+ * The mask last asked for is the library's, or else the program's, which
+ * the library knows only through its original mask: then either may be
+ * the kernel's. All of the CPUs, where this kernel would have kept the
+ * library's request, is someone's request (taskset -p). */
 static bool rewritten_by_kernel(const cpu_set_t *mask, const cpu_set_t *cpus)
 {
     cpu_set_t kept;
     CPU_AND(&kept, &self.asked, cpus);
-    return CPU_EQUAL(mask, cpus) ||
-           (CPU_COUNT(&kept) > 0 && CPU_EQUAL(mask, &kept));
+    if (CPU_COUNT(&kept) > 0 && CPU_EQUAL(mask, &kept))
+        return true;
+    return CPU_EQUAL(mask, cpus) &&
+           !(asked_kernel && CPU_COUNT(&kept) > 0 &&
+             ma_kernel_keeps_requests());
 }
 
 /* The original mask once the cpuset's CPUs are cpus, as the kernel would
@@ -510,9 +532,11 @@ static void follow_cpuset(const cpu_set_t *cpus, const cpu_set_t *now)
     bool stays, goes_by_worker;
 
     ma_cpulist_text(&self.cpuset, was, sizeof was);
-    /* While the library asks for nothing but the original mask, the
-     * kernel's mask is the program's own, as the kernel left it. */
-    if (CPU_EQUAL(&self.asked, &self.original) || ma_cfg.dry_run)
+    /* While the library has asked the kernel for nothing, the kernel's
+     * mask is the program's own, as the kernel left it. A request of the
+     * library's, even one for the original mask, is kept by the kernel in
+     * the program's stead: the original mask is then worked out. */
+    if (!asked_kernel)
         self.original = *now;
     else
         original_within(cpus);
@@ -541,10 +565,12 @@ static void follow_cpuset(const cpu_set_t *cpus, const cpu_set_t *now)
  * last looked, or the program's or an administrator's. */
 void ma_check_own_mask(const cpu_set_t *cpuset)
 {
+    static char why[4200], set[4096];
     cpu_set_t now;
     if (self.mask_taken ||
         REAL(sched_getaffinity)(getpid(), sizeof now, &now) < 0)
         return;
+    why[0] = '\0';
     if (cpuset && !CPU_EQUAL(cpuset, &self.cpuset)) {
         /* Outside the cpuset, the mask is one the kernel has yet to
          * rewrite: looked at again next time. */
@@ -554,11 +580,15 @@ void ma_check_own_mask(const cpu_set_t *cpuset)
             self.cpuset = *cpuset;
         else if (rewritten_by_kernel(&now, cpuset))
             return follow_cpuset(cpuset, &now);
+        else if (CPU_EQUAL(&now, cpuset))
+            snprintf(why, sizeof why, " (all of its changed cpuset, where "
+                     "this kernel keeps the CPUs %s the library asked for)",
+                     ma_cpulist_text(&self.asked, set, sizeof set));
     }
     /* A dry run gives no mask: it only says which. */
     if (ma_cfg.dry_run || CPU_EQUAL(&now, &self.placed))
         return;
-    take_own_mask(&now);
+    take_own_mask(&now, why);
 }
 
 /* Acts on the leader choice after any event. */

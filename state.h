@@ -187,6 +187,11 @@ void ma_decisions_forget(void);
  * system calls it made. */
 int ma_cpuset_cpus(cpu_set_t *out, unsigned *reads);
 
+/* Whether the kernel keeps a mask a thread asked for within its cpuset
+ * when the cpuset's CPUs change (Linux 6.2 and later), rather than giving
+ * the thread all of them. */
+bool ma_kernel_keeps_requests(void);
+
 /* ---- channel.c: the one channel all of a master's children report on */
 
 /* At the master's first fork: makes it. Returns 0, or -1 with errno. */

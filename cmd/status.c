@@ -109,7 +109,10 @@ static void print_numa(const struct library *lib)
     const char *slash = strrchr(lib->path, '/');
     const char *numa_slash = lib->numa ? strrchr(lib->numa, '/') : NULL;
     size_t dir = slash ? (size_t)(slash - lib->path) + 1 : 0;
-    if (!lib->numa)
+    if (!lib->numa && lib->numa_refused)
+        printf("libnuma: not loaded; the copy beside the library would not "
+               "be: %s\n", lib->numa_refused);
+    else if (!lib->numa)
         printf("libnuma: not loaded (no memory moved yet, or none found)\n");
     else if (numa_slash &&
              system_library_dir(lib->numa, (size_t)(numa_slash - lib->numa)))
