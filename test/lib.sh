@@ -147,12 +147,12 @@ http_files() {
 EOF
 }
 
-# conf_text MAIN-LINES [HTTP-LINES]: an nginx.conf with two workers, the
-# main-context lines given (from line 2), and a server with stub_status
-# inside http.
+# conf_text MAIN-LINES [HTTP-LINES] [WORKERS]: an nginx.conf with WORKERS
+# workers (default 2), the main-context lines given (from line 2), and a
+# server with stub_status inside http.
 conf_text() {
     cat <<EOF
-worker_processes 2;
+worker_processes ${3:-2};
 $1
 pid $T/nginx.pid;
 error_log $T/error.log notice;
@@ -168,13 +168,16 @@ $(http_files)
 EOF
 }
 
-# write_conf [AFFINITY] [EXTRA-MAIN-DIRECTIVES]: an nginx.conf in $T with two
-# workers, a cache (for a cache manager that never pins), stub_status.
+# write_conf [AFFINITY] [EXTRA-MAIN-DIRECTIVES] [WORKERS]: an nginx.conf in
+# $T with WORKERS workers (default 2), a cache (for a cache manager that
+# never pins), stub_status. Replaced whole: a reloading nginx may be
+# reading it.
 write_conf() {
     local affinity=${1:-} extra=${2:-}
     mkdir -p "$T/cache" "$T/tmp"
     conf_text "${affinity:+worker_cpu_affinity $affinity;}
-$extra" "proxy_cache_path $T/cache keys_zone=cache:1m;" >"$T/nginx.conf"
+$extra" "proxy_cache_path $T/cache keys_zone=cache:1m;" "${3:-2}" >"$T/nginx.conf.new"
+    mv "$T/nginx.conf.new" "$T/nginx.conf"
 }
 
 # Starts nginx with the library and MASTERAFF_* from the caller's
@@ -314,8 +317,7 @@ need_programs() {
 # nginx may be reading it.
 write_many_conf() {
     mkdir -p "$T/tmp"
-    conf_text "worker_cpu_affinity $2;" |
-        sed "s/^worker_processes 2;/worker_processes $1;/" >"$T/nginx.conf.new"
+    conf_text "worker_cpu_affinity $2;" "" "$1" >"$T/nginx.conf.new"
     mv "$T/nginx.conf.new" "$T/nginx.conf"
 }
 
