@@ -193,7 +193,8 @@ wait_workers() {
     wait_for "[ \$(workers | wc -w) -eq $n ]"
 }
 
-serves() { curl -sf "http://127.0.0.1:${PORT:-18080}/" | grep -q hello; }
+# A server that stopped answering fails the check rather than hangs the test.
+serves() { curl -sf --max-time 20 "http://127.0.0.1:${PORT:-18080}/" | grep -q hello; }
 
 # Sends a signal and waits for the master to be gone. A master that died
 # first (a stack limit, a kill) left its workers serving its port; they
