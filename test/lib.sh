@@ -311,6 +311,29 @@ need_programs() {
     done
 }
 
+# ---- helpers shared by autocpuset.t and scenarios.t ----
+
+# make_cpuset CPUS: a cpuset of those CPUs (cgroup v1, or v2 with the
+# controller given to children) in $cg; fails, with $cg empty, where none
+# can be made.
+make_cpuset() {
+    local root
+    for root in /sys/fs/cgroup/cpuset /sys/fs/cgroup; do
+        [ -f "$root/cpuset.cpus" ] || grep -qw cpuset "$root/cgroup.subtree_control" 2>/dev/null || continue
+        cg=$root/masteraff-test.$$
+        mkdir "$cg" 2>/dev/null || continue
+        # v1 takes no task before its memory nodes are set.
+        [ ! -f "$root/cpuset.mems" ] || cat "$root/cpuset.mems" >"$cg/cpuset.mems" 2>/dev/null
+        echo "$1" >"$cg/cpuset.cpus" 2>/dev/null && return 0
+        rmdir "$cg"
+    done
+    cg=
+    return 1
+}
+
+# Removes the cpuset once its last process is gone.
+drop_cpuset() { wait_for "[ ! -s $cg/cgroup.procs ]"; rmdir "$cg" 2>/dev/null; }
+
 # ---- helpers shared by nofile.t and storm.t (hundreds of workers) ----
 
 # write_many_conf N AFFINITY: nginx.conf with N workers and no cache (the
