@@ -174,28 +174,11 @@ ok $? "four nodes: the master placed at start on the mapped CPU's node 2" || sed
 fresh
 
 # ---- a real cpuset: the kernel refuses CPU 0 ----
-# make_cpuset: a cpuset of CPU 1 (cgroup v1, or v2 with the controller
-# given to children) in $cg.
-make_cpuset() {
-    local root
-    for root in /sys/fs/cgroup/cpuset /sys/fs/cgroup; do
-        [ -f "$root/cpuset.cpus" ] || grep -qw cpuset "$root/cgroup.subtree_control" 2>/dev/null || continue
-        cg=$root/masteraff-test.$$
-        mkdir "$cg" 2>/dev/null || continue
-        # v1 takes no task before its memory nodes are set.
-        [ ! -f "$root/cpuset.mems" ] || cat "$root/cpuset.mems" >"$cg/cpuset.mems" 2>/dev/null
-        echo 1 >"$cg/cpuset.cpus" 2>/dev/null && return 0
-        rmdir "$cg"
-    done
-    cg=
-    return 1
-}
-if ! make_cpuset; then
+if ! make_cpuset 1; then
     skip "no cgroup cpuset can be made here" "a real cpuset"
     done_testing
     exit
 fi
-drop_cpuset() { wait_for "[ ! -s $cg/cgroup.procs ]"; rmdir "$cg" 2>/dev/null; }
 trap 'cleanup; drop_cpuset' EXIT
 
 # in_cpuset VAR=VALUE...: nginx with the library, started in the cpuset.

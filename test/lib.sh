@@ -147,12 +147,12 @@ http_files() {
 EOF
 }
 
-# conf_text MAIN-LINES [HTTP-LINES]: an nginx.conf with two workers, the
-# main-context lines given (from line 2), and a server with stub_status
-# inside http.
+# conf_text MAIN-LINES [HTTP-LINES] [WORKERS]: an nginx.conf with WORKERS
+# workers (default 2), the main-context lines given (from line 2), and a
+# server with stub_status inside http.
 conf_text() {
     cat <<EOF
-worker_processes 2;
+worker_processes ${3:-2};
 $1
 pid $T/nginx.pid;
 error_log $T/error.log notice;
@@ -168,13 +168,16 @@ $(http_files)
 EOF
 }
 
-# write_conf [AFFINITY] [EXTRA-MAIN-DIRECTIVES]: an nginx.conf in $T with two
-# workers, a cache (for a cache manager that never pins), stub_status.
+# write_conf [AFFINITY] [EXTRA-MAIN-DIRECTIVES] [WORKERS]: an nginx.conf in
+# $T with WORKERS workers (default 2), a cache (for a cache manager that
+# never pins), stub_status. Replaced whole: a reloading nginx may be
+# reading it.
 write_conf() {
     local affinity=${1:-} extra=${2:-}
     mkdir -p "$T/cache" "$T/tmp"
     conf_text "${affinity:+worker_cpu_affinity $affinity;}
-$extra" "proxy_cache_path $T/cache keys_zone=cache:1m;" >"$T/nginx.conf"
+$extra" "proxy_cache_path $T/cache keys_zone=cache:1m;" "${3:-2}" >"$T/nginx.conf.new"
+    mv "$T/nginx.conf.new" "$T/nginx.conf"
 }
 
 # Starts nginx with the library and MASTERAFF_* from the caller's
@@ -190,7 +193,8 @@ wait_workers() {
     wait_for "[ \$(workers | wc -w) -eq $n ]"
 }
 
-serves() { curl -sf "http://127.0.0.1:${PORT:-18080}/" | grep -q hello; }
+# A server that stopped answering fails the check rather than hangs the test.
+serves() { curl -sf --max-time 20 "http://127.0.0.1:${PORT:-18080}/" | grep -q hello; }
 
 # Sends a signal and waits for the master to be gone. A master that died
 # first (a stack limit, a kill) left its workers serving its port; they
@@ -375,6 +379,29 @@ anon_inodes() {
         sort | tr '\n' ' ' | sed 's/ $//'
 }
 
+# ---- helpers shared by autocpuset.t and scenarios.t ----
+
+# make_cpuset CPUS: a cpuset of those CPUs (cgroup v1, or v2 with the
+# controller given to children) in $cg; fails, with $cg empty, where none
+# can be made.
+make_cpuset() {
+    local root
+    for root in /sys/fs/cgroup/cpuset /sys/fs/cgroup; do
+        [ -f "$root/cpuset.cpus" ] || grep -qw cpuset "$root/cgroup.subtree_control" 2>/dev/null || continue
+        cg=$root/masteraff-test.$$
+        mkdir "$cg" 2>/dev/null || continue
+        # v1 takes no task before its memory nodes are set.
+        [ ! -f "$root/cpuset.mems" ] || cat "$root/cpuset.mems" >"$cg/cpuset.mems" 2>/dev/null
+        echo "$1" >"$cg/cpuset.cpus" 2>/dev/null && return 0
+        rmdir "$cg"
+    done
+    cg=
+    return 1
+}
+
+# Removes the cpuset once its last process is gone.
+drop_cpuset() { wait_for "[ ! -s $cg/cgroup.procs ]"; rmdir "$cg" 2>/dev/null; }
+
 # ---- helpers shared by nofile.t and storm.t (hundreds of workers) ----
 
 # write_many_conf N AFFINITY: nginx.conf with N workers and no cache (the
@@ -382,8 +409,7 @@ anon_inodes() {
 # nginx may be reading it.
 write_many_conf() {
     mkdir -p "$T/tmp"
-    conf_text "worker_cpu_affinity $2;" |
-        sed "s/^worker_processes 2;/worker_processes $1;/" >"$T/nginx.conf.new"
+    conf_text "worker_cpu_affinity $2;" "" "$1" >"$T/nginx.conf.new"
     mv "$T/nginx.conf.new" "$T/nginx.conf"
 }
 

@@ -22,15 +22,6 @@ taskset -c 0,1 true 2>/dev/null || skip_all "CPUs 0 and 1 are not both available
 
 make_twopkg
 
-# write_four MASKS: 4 workers with worker_cpu_affinity MASKS, a cache (a
-# cache manager and a loader that never pin).
-write_four() {
-    mkdir -p "$T/cache" "$T/tmp"
-    conf_text "worker_cpu_affinity $1;" \
-        "proxy_cache_path $T/cache keys_zone=cache:1m;" |
-        sed 's/^worker_processes 2;/worker_processes 4;/' >"$T/nginx.conf"
-}
-
 start_slow() {
     env LD_PRELOAD="$SLOW $LIB" MASTERAFF_SYSFS="$T/sys" \
         "$NGINX" -c "$T/nginx.conf" 2>"$T/stderr"
@@ -79,7 +70,7 @@ fi
 
 wrong=0
 for ((round = 1; round <= ROUNDS; round++)); do
-    write_four "10 01 01 01"
+    write_conf "10 01 01 01" "" 4
     : >"$T/error.log"
     start_slow
     ok $? "round $round: nginx starts with forks slowed"
@@ -101,7 +92,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
     check_step "worker 0 killed and respawned" 1 0 "$line"
 
     # a reload with worker 0 alone on CPU 0: followed once the old are gone
-    write_four "01 10 10 10"
+    write_conf "01 10 10 10" "" 4
     kill -HUP "$m"
     wait_for 'w0=$(leader_on 0)'
     line="master $m -> CPUs 0 (package 0), following worker $w0 on CPU 0"
@@ -109,7 +100,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
     check_step "reload with a new mask" 0 1 "$line"
 
     # kill -9 of worker 0 and a reload at once, back to worker 0 on CPU 1
-    write_four "10 01 01 01"
+    write_conf "10 01 01 01" "" 4
     old=$w0
     kill -9 "$w0"
     kill -HUP "$m"
