@@ -58,13 +58,13 @@ static int place_all_threads(const cpu_set_t *mask)
     return rc;
 }
 
-static void log_restored(void)
+static void log_restored(bool was_there)
 {
     static char cpus[4096];
     ma_log(MA_LOG_NOTICE,
-           "master %d -> CPUs %s (its original mask), no pinned worker left "
-           "to follow",
-           getpid(), ma_cpulist_text(&self.original, cpus, sizeof cpus));
+           "master %d %s CPUs %s (its original mask), no pinned worker left "
+           "to follow", getpid(), was_there ? "stays on" : "->",
+           ma_cpulist_text(&self.original, cpus, sizeof cpus));
 }
 
 /* " after 85us": from the leader's pin to the master's, or "" when the
@@ -112,11 +112,19 @@ static void record_request(const cpu_set_t *mask)
     asked_kernel = true;
 }
 
+bool ma_library_asked(void)
+{
+    return asked_kernel;
+}
+
 /* Moves the master to target, or says why not. Returns 0 when placed. */
 static int place_master(const cpu_set_t *target)
 {
     static char cpus[4096];
-    if (!ma_cfg.dry_run && place_all_threads(target) < 0) {
+    cpu_set_t request = *target;
+    if (CPU_EQUAL(target, &self.original))
+        ma_original_request(&request);
+    if (!ma_cfg.dry_run && place_all_threads(&request) < 0) {
         ma_log(MA_LOG_WARN, "could not move master %d to CPUs %s: %s; "
                "skipped", getpid(), ma_cpulist_text(target, cpus, sizeof cpus),
                strerror(errno));
@@ -124,7 +132,7 @@ static int place_master(const cpu_set_t *target)
     }
     self.placed = *target;
     if (!ma_cfg.dry_run)
-        record_request(target);
+        record_request(&request);
     return 0;
 }
 
@@ -180,13 +188,17 @@ static void touch_up_if_due(void)
                ma_memory_follow(&brood.lead_mask));
 }
 
+/* Back to the original mask: asked of the kernel also where the master
+ * is there already, if the library ever asked for another (a placement at
+ * start on the whole start mask): the kernel would keep that request. */
 static void restore(void)
 {
+    bool was_there = !moved();
     CPU_ZERO(&self.handled);
-    if (moved() && place_master(&self.original) < 0)
+    if ((!was_there || asked_kernel) && place_master(&self.original) < 0)
         return;
     ma_memory_restore();
-    log_restored();
+    log_restored(was_there);
 }
 
 /* " after 85us", or for the placement at start, since when it waited. */

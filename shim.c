@@ -368,6 +368,17 @@ static void after_fork_in_parent(struct prefork *pf, pid_t pid)
         ma_fork_returned();
 }
 
+/* This thread back on the original mask, as a child or an exec'd image
+ * would be without the library; since Linux 6.2 also where it is there
+ * already, if the library asked for another mask in its parent, which the
+ * kernel keeps for the child too. Async-signal-safe. */
+static void back_to_original(void)
+{
+    cpu_set_t request;
+    ma_original_request(&request);
+    REAL(sched_setaffinity)(0, sizeof request, &request);
+}
+
 /* Runs in the child between fork and its return: async-signal-safe only.
  * The child keeps nothing of the master's but the end it reports on, and
  * closes one descriptor of the library's, whatever the number of its
@@ -384,8 +395,8 @@ static void after_fork_in_child(struct prefork *pf, const sigset_t *old)
         self.report = self.children_end;
     }
     self.channel.fd = self.children_end.fd = -1;
-    if (moved())
-        REAL(sched_setaffinity)(0, sizeof self.original, &self.original);
+    if (moved() || ma_library_asked())
+        back_to_original();
     ma_memory_drop_policy();
     ma_auto_forked(&pf->place);
     self.gave_up = false;
@@ -648,7 +659,7 @@ static bool leave_placement(void)
 {
     if (!ma_cfg.active || !moved())
         return false;
-    REAL(sched_setaffinity)(0, sizeof self.original, &self.original);
+    back_to_original();
     ma_memory_leave_policy();
     return true;
 }

@@ -115,3 +115,17 @@ bool ma_still_master(void)
     ma_give_up("the program closed the library's channel", EBADF);
     return false;
 }
+
+/* Since Linux 6.2 the kernel keeps the mask a thread asked for within its
+ * cpuset when the cpuset's CPUs change. A process on all of its cpuset's
+ * CPUs, as a program that never asked for a mask is, is put back there by
+ * asking for every CPU: the kernel gives it its cpuset's, and all of a
+ * widened cpuset's later, as to a program that never asked. One on fewer
+ * CPUs (taskset at start) asks for them, as the program did. */
+void ma_original_request(cpu_set_t *out)
+{
+    if (CPU_COUNT(&self.cpuset) > 0 && CPU_EQUAL(&self.original, &self.cpuset))
+        memset(out, 0xff, sizeof *out);
+    else
+        *out = self.original;
+}

@@ -150,6 +150,10 @@ void ma_stop_being_master(void);
  * stops being a master, and says so. */
 bool ma_still_master(void);
 
+/* The mask to ask the kernel for, to put a thread back on the original
+ * mask. Async-signal-safe. */
+void ma_original_request(cpu_set_t *out);
+
 /* Says once why this process will not follow its children. */
 void ma_give_up(const char *what, int err);
 
@@ -160,6 +164,10 @@ void ma_place_at_start(int argc, char **argv);
 
 /* Acts on the leader choice after any event. */
 void ma_apply_decision(void);
+
+/* Whether the library ever asked the kernel for this process's mask (in
+ * it, or in the parent it was forked from). Async-signal-safe. */
+bool ma_library_asked(void);
 
 /* After a fork: the touch-up of the pages its copies dirtied, and, for the
  * first child of a start or reload, the check that a child pinned. */
