@@ -5,6 +5,7 @@
 #define MASTERAFF_TEST_HELPERS_H
 
 #include <dirent.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,20 @@ static inline int is_socket_of_type(int fd, int want)
 static inline int sockets_of_type(int want, int *last)
 {
     return fds_matching(is_socket_of_type, want, last);
+}
+
+/* Blocks sig and gives it handler, as nginx does its signals: they run
+ * in its sigsuspend only, with *open, the mask from before, let in. */
+static inline void handle_in_sleep_only(int sig, void (*handler)(int),
+                                        sigset_t *open)
+{
+    struct sigaction sa = {.sa_handler = handler};
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    sigprocmask(SIG_BLOCK, &one, open);
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, NULL);
 }
 
 /* Whether fd is an AF_UNIX datagram socket: the library's channel is

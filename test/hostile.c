@@ -852,14 +852,9 @@ static void on_term(int sig)
  * the library reads the liar's reports in that sleep. */
 static int mode_liar(void)
 {
-    struct sigaction sa = {.sa_handler = on_term};
-    sigset_t term, open;
+    sigset_t open;
     pid_t l, h;
-    sigemptyset(&term);
-    sigaddset(&term, SIGTERM);
-    sigprocmask(SIG_BLOCK, &term, &open);
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
+    handle_in_sleep_only(SIGTERM, on_term, &open);
     l = fork();
     if (l == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);

@@ -19,13 +19,8 @@
 # wake-up: each step waits for an event, never for a guessed time.
 . "$(dirname "$0")/lib.sh"
 PORT=18431
-HOLD=$SRCDIR/test/holdpin.so
-
-[ -f "$HOLD" ] || { echo "Bail out! $HOLD is not built (make test/holdpin.so)"; exit 1; }
+use_holdpin
 make_twopkg
-# The workers run as nobody: they must reach the hold file to see it.
-chmod 711 "$T"
-export HOLDPIN_FILE=$T/hold
 
 loader() { children_of "$(master_pid)" "cache loader"; }
 

@@ -311,6 +311,16 @@ need_programs() {
     done
 }
 
+# Workers that wait before they pin while $HOLDPIN_FILE exists, as on a
+# machine whose CPUs are all taken (test/holdpin.so, loaded before the
+# library as $HOLD): the workers run as nobody, and must reach the file.
+use_holdpin() {
+    HOLD=$SRCDIR/test/holdpin.so
+    need_programs holdpin.so
+    chmod 711 "$T"
+    export HOLDPIN_FILE=$T/hold
+}
+
 # ---- the library's channel, seen from outside ----
 #
 # A master's children report to it on one AF_UNIX datagram socket pair

@@ -393,14 +393,9 @@ static void on_alarm(int sig)
 /* Sleeps once in sigsuspend, until a timer's signal. */
 static void sleep_once(void)
 {
-    struct sigaction sa = {.sa_handler = on_alarm};
     struct itimerval once = {{0, 0}, {0, 10000}};
-    sigset_t alrm, open;
-    sigemptyset(&alrm);
-    sigaddset(&alrm, SIGALRM);
-    sigprocmask(SIG_BLOCK, &alrm, &open);
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGALRM, &sa, NULL);
+    sigset_t open;
+    handle_in_sleep_only(SIGALRM, on_alarm, &open);
     setitimer(ITIMER_REAL, &once, NULL);
     sigsuspend(&open);
     sigprocmask(SIG_SETMASK, &open, NULL);
@@ -598,14 +593,9 @@ static void sleep_until_usr1(int n, const sigset_t *open)
 
 static int mode_touchup(void)
 {
-    struct sigaction sa = {.sa_handler = on_usr1};
-    sigset_t usr1, open;
+    sigset_t open;
     pid_t worker, idle;
-    sigemptyset(&usr1);
-    sigaddset(&usr1, SIGUSR1);
-    sigprocmask(SIG_BLOCK, &usr1, &open);
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGUSR1, &sa, NULL);
+    handle_in_sleep_only(SIGUSR1, on_usr1, &open);
     setvbuf(stdout, NULL, _IOLBF, 0);
     printf("ready %d\n", (int)getpid());
     worker = spawn(pinned_worker);
