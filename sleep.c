@@ -28,11 +28,13 @@
 
 static uint64_t unwatched_until;
 
+/* What a child said before it died comes before its death: a report read
+ * after would name a child the master no longer has. */
 void ma_take_events(unsigned budget)
 {
+    ma_channel_read(budget);
     if (ma_reaps_collect())
         ma_apply_decision();
-    ma_channel_read(budget);
 }
 
 /* The wait's timeout: until the next timed decision, or the end of a

@@ -232,7 +232,7 @@ unsigned ma_reaps_collect(void);
  * does, and reads the channel meanwhile. */
 int ma_sleep(const sigset_t *mask);
 
-/* The events of a wake-up or a fork: reaps, then reports. */
+/* The events of a wake-up or a fork: reports, then reaps. */
 void ma_take_events(unsigned budget);
 
 #endif
