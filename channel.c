@@ -142,6 +142,11 @@ static void child_misbehaved(struct ma_child *c, const char *what)
     ma_apply_decision();
 }
 
+/* Reports were taken since the last decision: a batch is decided on once,
+ * so that a master that read a child's pins late (it was stopped, or
+ * busy) moves once, where the last of them says. */
+static bool heard;
+
 /* One report, from child c: len bytes in buf. */
 static void take_report(struct ma_child *c, const unsigned char *buf,
                         ssize_t len)
@@ -154,7 +159,7 @@ static void take_report(struct ma_child *c, const unsigned char *buf,
     if (c->reports >= MA_MAX_REPORTS)
         return child_misbehaved(c, "keeps reporting");
     ma_brood_pinned(&brood, c, &r);
-    ma_apply_decision();
+    heard = true;
 }
 
 /* Reads one datagram. Returns false when there is none. */
@@ -205,6 +210,10 @@ unsigned ma_channel_read(unsigned budget)
     int e = errno;
     while (n < budget && read_one())
         n++;
+    if (heard) {
+        heard = false;
+        ma_apply_decision();
+    }
     if (n == budget)
         flooded = true;
     if (flooded)
