@@ -75,12 +75,19 @@ binary() { # binary MASK: REPLY = nginx's worker_cpu_affinity word for it
 mask_of() { bits_of "$(cpus_of "$1")"; } # REPLY = process $1's mask
 
 # ---- configurations: "WORKERS:KIND", KIND none, auto, or the masks in
-# nginx's binary words, comma-separated ----
+# nginx's binary words, comma-separated; ":nocache" after it for one
+# without a cache (no cache manager or loader: a reload forks the workers
+# alone) ----
+
+kind_of() { REPLY=${1#*:} && REPLY=${REPLY%:nocache}; } # REPLY = CONF's KIND
+cached() { [[ $1 != *:nocache ]]; }
 
 # conf_masks CONF: masks = the mask each worker asks nginx for, 0 for none.
 # auto gives worker i CPU i mod 2 (nginx counts the online CPUs).
 conf_masks() {
-    local n=${1%%:*} kind=${1#*:} i words
+    local n=${1%%:*} kind i words
+    kind_of "$1"
+    kind=$REPLY
     masks=()
     IFS=, read -ra words <<<"$kind"
     for ((i = 0; i < n; i++)); do
@@ -93,7 +100,7 @@ conf_masks() {
 }
 
 # Whether, with MASTERAFF_AUTO=cpuset, the library maps CONF's masks.
-mapped() { [ "$auto" = cpuset ] && [ "${1#*:}" = auto ]; }
+mapped() { kind_of "$1" && [ "$auto" = cpuset ] && [ "$REPLY" = auto ]; }
 
 # fits CONF CPUSET: every worker of CONF can pin within the cpuset (nginx
 # says [alert] where the kernel refuses a mask: the sequences stay clear).
@@ -108,12 +115,14 @@ fits() {
 
 # write_conf_of CONF: nginx.conf for it.
 write_conf_of() {
-    local kind=${1#*:} affinity=
-    case $kind in
-    none) ;;
-    *) affinity=${kind//,/ } ;;
-    esac
-    write_conf "$affinity" "" "${1%%:*}"
+    local affinity=
+    kind_of "$1"
+    [ "$REPLY" = none ] || affinity=${REPLY//,/ }
+    if cached "$1"; then
+        write_conf "$affinity" "" "${1%%:*}"
+    else
+        write_many_conf "${1%%:*}" "$affinity"
+    fi
 }
 
 # ---- the plan, drawn from the seed alone: a seed replays it ----
@@ -149,18 +158,21 @@ draw_masks() {
     REPLY=$words
 }
 
-# draw_conf: REPLY = a configuration of 1-8 workers that fits the cpuset.
+# draw_conf: REPLY = a configuration of 1-8 workers, with a cache or not,
+# that fits the cpuset.
 draw_conf() {
-    local n kind
+    local n kind cache
     while :; do
         draw 8
         n=$((REPLY + 1))
         pick none auto masks masks
         kind=$REPLY
         [ "$kind" = masks ] && draw_masks "$n" && kind=$REPLY
+        pick "" "" "" :nocache
+        cache=$REPLY
         fits "$n:$kind" "$g_cs" && break
     done
-    REPLY=$n:$kind
+    REPLY=$n:$kind$cache
 }
 
 gen_start() {
@@ -182,11 +194,12 @@ gen_start() {
         g_cs=$REPLY
     fi
     draw_conf
-    g_conf=$REPLY
+    g_conf=$REPLY g_prev=$REPLY
     plan+=("start tree=$tree scope=$scope auto=$auto io=$io load=$load cpuset=$cpuset conf=$g_conf")
 }
 
 gen_reload() {
+    g_prev=$g_conf
     draw_conf
     g_conf=$REPLY
     plan+=("reload $g_conf")
@@ -207,12 +220,14 @@ gen_kill() {
     plan+=("kill $victims")
 }
 
-# A new cpuset among the ones that leave every worker a CPU.
+# A new cpuset among the ones that leave every worker a CPU, of the
+# configuration and of the one before (nginx respawns a worker killed
+# before a reload told it to quit).
 gen_cpuset() {
     local c fit=()
     for c in 0 1 0-1; do
         bits_of "$c"
-        ((REPLY != g_cs)) && fits "$g_conf" "$REPLY" && fit+=("$c")
+        ((REPLY != g_cs)) && fits "$g_conf" "$REPLY" && fits "$g_prev" "$REPLY" && fit+=("$c")
     done
     [ ${#fit[@]} -gt 0 ] && [ -n "$cg" ] || return 0
     pick "${fit[@]}"
@@ -239,11 +254,14 @@ gen_gap() {
     plan+=("sleep $REPLY")
 }
 
-# What can happen to a stopped master: signals and changes around it.
+# What can happen to a stopped master: signals and changes around it;
+# and while new workers are slow to pin, that too (a master stopped while
+# children die reaps them in one wake-up).
 gen_signal() {
-    pick reload kill kill usr1 cpuset taskset loader-exit
+    pick reload kill kill usr1 cpuset taskset loader-exit stopped
     case $REPLY in
     reload | kill | cpuset | taskset) "gen_$REPLY" ;;
+    stopped) [ "$1" = hold ] && gen_around stop cont || gen_kill ;;
     *) plan+=("$REPLY") ;;
     esac
 }
@@ -255,7 +273,7 @@ gen_around() {
     draw 3
     n=$REPLY
     for ((k = 0; k < n; k++)); do
-        gen_signal
+        gen_signal "$1"
         gen_gap
     done
     plan+=("$2")
@@ -294,6 +312,7 @@ gen_plan() {
         gen_gap
         draw 3
         ((REPLY)) || [ "${plan[-1]}" = quiet ] || plan+=(quiet)
+        [ "${plan[-1]}" != quiet ] || g_prev=$g_conf
     done
     [ "${plan[-1]}" = quiet ] || plan+=(quiet)
 }
@@ -410,12 +429,14 @@ signals_handled() {
 # The quiet point's first half: nginx has done what the steps asked. The
 # processes killed, replaced and reloaded away are gone, the master runs,
 # its workers are the configuration's, each named (pinned) and waiting in
-# its event loop, with one cache manager.
+# its event loop, with one cache manager if it has a cache.
 settled() {
     running || return 1
     all_gone "$must_go" || return 1
     survey
-    [ ${#shutting[@]} -eq 0 ] && [ ${#young[@]} -eq 0 ] && [ ${#managers[@]} -eq 1 ] || return 1
+    local cache=0
+    cached "$conf" && cache=1
+    [ ${#shutting[@]} -eq 0 ] && [ ${#young[@]} -eq 0 ] && [ ${#managers[@]} -eq $cache ] || return 1
     local w wchan
     for w in "${named[@]}"; do
         wchan=
@@ -561,7 +582,9 @@ check_lines() {
         bits_of "$said"
         ((REPLY == exp)) && here=$((here + 1)) || away=$((away + 1))
     done
-    ((away <= (allowed > 0 ? allowed - 1 : 0))) ||
+    # The last step's place is where the master ends, unless the cpuset or
+    # an administrator put it elsewhere after the library's last move.
+    ((away <= (allowed > 0 ? allowed - 1 + external : 0))) ||
         { fail "the master moved $away times elsewhere than where it ends since the last quiet point, after $allowed steps that move it"; return 1; }
     late_returns
     ((here <= allowed + REPLY)) ||
@@ -644,7 +667,8 @@ step_reload() {
     conf=$1
     must_go+=" $(pgrep -P "$m" | tr '\n' ' ')"
     allowed=$((allowed + 1))
-    [ "${1#*:}" != none ] || unpinned_reloads+=" $SECONDS"
+    kind_of "$1"
+    [ "$REPLY" != none ] || unpinned_reloads+=" $SECONDS"
     kill -HUP "$m"
 }
 
@@ -682,7 +706,8 @@ role_pid() {
         for w in "${named[@]}"; do
             [ "${asked[$w]:-0}" = "${masks[k]:--}" ] && cands+=("$w")
         done
-        case ${conf#*:} in
+        kind_of "$conf"
+        case $REPLY in
         none) k=$((k < ${#cands[@]} ? k : ${#cands[@]} - 1)) ;;
         auto) k=$((k / 2 < ${#cands[@]} ? k / 2 : ${#cands[@]} - 1)) ;;
         *) k=$((${#cands[@]} - 1)) ;;
