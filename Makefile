@@ -22,19 +22,20 @@ LIB = libmasteraff.so
 NGINXCONF_SRC = nginxconf.c nginxconf_cmdline.c nginxconf_ctx.c nginxconf_exe.c \
 	nginxconf_lua.c
 NGINXCONF_HDR = nginxconf.h nginxconf_private.h internal.h
-LIB_SRC = shim.c decide.c listener.c state.c config.c memory.c affinity.c \
-	brood.c report.c $(NGINXCONF_SRC) early.c autocpus.c cpuset.c \
-	forkmark.c
-LIB_HDR = affinity.h autocpus.h brood.h forkmark.h internal.h nginxconf.h \
-	nginxconf_private.h report.h state.h
+LIB_SRC = shim.c decide.c channel.c sleep.c reaps.c state.c config.c memory.c \
+	affinity.c brood.c report.c $(NGINXCONF_SRC) early.c autocpus.c cpuset.c \
+	forkmark.c loadable.c
+LIB_HDR = affinity.h autocpus.h brood.h forkmark.h internal.h loadable.h \
+	nginxconf.h nginxconf_private.h report.h state.h
 
 CMD = masteraff
-# The command, in cmd/: it takes affinity.c from the library's side.
+# The command, in cmd/: it takes affinity.c and loadable.c from the
+# library's side.
 CMD_SRC = cmd/main.c cmd/cli.c cmd/run.c cmd/status.c cmd/status_procs.c \
 	cmd/status_library.c cmd/status_verdict.c cmd/status_json.c \
 	cmd/status_prometheus.c \
-	cmd/topology.c cmd/pages.c affinity.c
-CMD_HDR = cmd/cli.h cmd/status.h cmd/pages.h affinity.h internal.h
+	cmd/topology.c cmd/pages.c affinity.c loadable.c
+CMD_HDR = cmd/cli.h cmd/status.h cmd/pages.h affinity.h internal.h loadable.h
 MANPAGES = man/masteraff.1 man/libmasteraff.7
 
 UNIT_TESTS = test/t_cpulist test/t_topology test/t_brood test/t_nginxconf \
@@ -44,7 +45,7 @@ TEST_PROGRAMS = test/errnos test/orphan test/mtmaster test/hostile \
 	test/secure test/vforkexec test/robust
 # test/predict.t compares test/predict with a real nginx.
 TEST_HELPERS = $(TEST_PROGRAMS) test/predict test/blockinit.so test/slowfork.so \
-	test/noio.so test/holdpin.so
+	test/noio.so test/holdpin.so test/sigcount.so test/flood.so
 ASAN_TESTS = $(UNIT_TESTS:test/t_%=test/asan_%)
 TEST_CFLAGS = $(WARN) -g -O1 -DSRCDIR=\"$(CURDIR)\" -I.
 
@@ -95,6 +96,12 @@ test/slowfork.so: test/slowfork.c
 
 test/noio.so: test/noio.c
 	$(CC) $(WARN) -g -O1 -fPIC -shared -o $@ $< -ldl
+
+test/sigcount.so: test/sigcount.c
+	$(CC) $(WARN) -g -O1 -fPIC -shared -o $@ $< -ldl
+
+test/flood.so: test/flood.c report.c report.h
+	$(CC) $(WARN) -g -O1 -fPIC -shared -o $@ $< report.c -ldl
 
 test/holdpin.so: test/holdpin.c
 	$(CC) $(WARN) -g -O1 -fPIC -shared -o $@ $< -ldl
@@ -171,20 +178,44 @@ injector: $(LIB) musl
 # make the Debian 13 chroot (test/package-trixie.t) and run the Kubernetes
 # manifests (test/kube.t: python3-yaml for test/kube-manifest). prometheus
 # for promtool, which checks status --prometheus (test/prometheus.t). strace
-# counts the master's reads and refuses its kcmp calls (test/kcmp.t).
+# counts the master's socket pairs, kcmp calls and fdinfo reads (test/kcmp.t).
 # hyperfine times the starts in scripts/bench, which a fresh clone runs too.
-TEST_DEPS = build-essential clang nginx-light curl procps psmisc numactl \
-	libnuma1 valgrind qemu-system-x86 busybox-static cpio xz-utils groff-base \
-	debhelper lintian uwsgi-core libclang-rt-14-dev bash-completion python3 \
+# gnuplot draws the benchmarks' figures (make plots).
+TEST_DEPS = $(QUICK_DEPS) build-essential clang valgrind qemu-system-x86 busybox-static cpio \
+	xz-utils debhelper lintian uwsgi-core libclang-rt-14-dev bash-completion \
 	wrk crossbuild-essential-arm64 libc6-dev:arm64 qemu-system-arm \
 	qemu-efi-aarch64 musl-tools libnginx-mod-http-lua libnginx-mod-http-ndk \
 	podman runc debootstrap uidmap slirp4netns fuse-overlayfs python3-yaml \
-	prometheus strace hyperfine
+	prometheus strace hyperfine gnuplot-nox
 
+# What the library, its command and the quick tests need (make
+# check-quick): a compiler, Debian's nginx, curl, the process tools, and
+# perl for prove.
+QUICK_DEPS = gcc make libc6-dev nginx-light curl procps psmisc numactl \
+	libnuma1 groff-base python3 perl
+
+# The quick tests: the unit tests natively and under the sanitizers, and
+# the shell tests that need nothing but nginx and a few seconds each.
+QUICK_TESTS = test/follow.t test/modes.t test/reloads.t test/early.t \
+	test/status.t test/command.t test/upgrade.t test/readme.t test/docs.t
+
+# make deps says what it is about to do before it does it: it changes
+# dpkg's architectures and installs a lot.
 deps:
+	@echo "== make deps: every test's and benchmark's tools. It adds the arm64"
+	@echo "   architecture to dpkg (cross builds) and, on a minimal Debian 12,"
+	@echo "   downloads about 770 MB (3.6 GB on disk): podman, qemu for x86 and"
+	@echo "   arm64 guests, cross compilers, clang, valgrind, prometheus, ..."
+	@echo "   For the library and its quick tests alone (90 MB, 370 MB on disk):"
+	@echo "   make deps-quick, then make check-quick."
 	dpkg --add-architecture arm64
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(TEST_DEPS)
+
+deps-quick:
+	@echo "== make deps-quick: installs $(QUICK_DEPS)"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(QUICK_DEPS)
 
 # groff -ww exits 0 even when it warns: any output is a warning.
 man-check: $(MANPAGES)
@@ -198,6 +229,16 @@ man-check: $(MANPAGES)
 check: all man-check $(UNIT_TESTS) $(ASAN_TESTS) $(TEST_HELPERS)
 	prove -v --timer -e '' $(UNIT_TESTS) $(ASAN_TESTS) test/*.t
 
+# A minute or two, with make deps-quick's packages alone.
+check-quick: all man-check $(UNIT_TESTS) $(ASAN_TESTS) $(TEST_HELPERS)
+	prove --timer -e '' $(UNIT_TESTS) $(ASAN_TESTS) $(QUICK_TESTS)
+
+# What CI runs, as CI runs it: make deps, both compilers, the arm64 and
+# musl builds, the server matrix when its sources are there, make check
+# and the fuzzers.
+ci:
+	bash .ci/run
+
 install: all
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR) \
 		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7 \
@@ -207,6 +248,22 @@ install: all
 	install -m 0644 man/masteraff.1 $(DESTDIR)$(MANDIR)/man1/masteraff.1
 	install -m 0644 man/libmasteraff.7 $(DESTDIR)$(MANDIR)/man7/libmasteraff.7
 	install -m 0644 completion/masteraff $(DESTDIR)$(COMPLETIONSDIR)/masteraff
+	@if [ -z "$(DESTDIR)" ] && [ "$(PREFIX)" != /usr ] && [ -e /usr/bin/masteraff ]; then \
+		echo "make install: the package's /usr/bin/masteraff is installed too;"; \
+		echo "  $(BINDIR)/masteraff comes first in PATH (type -a masteraff):"; \
+		echo "  keep one, make uninstall or dpkg -r masteraff"; fi
+
+# What make install put there, with the same PREFIX and DESTDIR.
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/$(LIB) $(DESTDIR)$(BINDIR)/$(CMD) \
+		$(DESTDIR)$(MANDIR)/man1/masteraff.1 \
+		$(DESTDIR)$(MANDIR)/man7/libmasteraff.7 \
+		$(DESTDIR)$(COMPLETIONSDIR)/masteraff
+
+# The benchmarks' figures (docs/bench/*.tsv, written by scripts/scale,
+# scripts/floor and scripts/crosschip --data) drawn as SVG beside them.
+plots:
+	scripts/plots
 
 demo:
 	scripts/demo
@@ -234,4 +291,5 @@ clean:
 	rm -f $(LIB) $(CMD) $(UNIT_TESTS) $(ASAN_TESTS) $(TEST_HELPERS)
 	rm -rf build-arm64 build-musl $(INJECTOR)
 
-.PHONY: all deps man-check check install demo fuzz deb clean arm64 musl injector
+.PHONY: all deps deps-quick man-check check check-quick ci install uninstall \
+	plots demo fuzz deb clean arm64 musl injector

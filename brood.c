@@ -26,33 +26,26 @@ static void drop_death(struct ma_brood *b, size_t i)
     b->n_deaths--;
 }
 
-void ma_brood_check_reaped(struct ma_brood *b, bool (*reaped)(pid_t))
+void ma_brood_settle(struct ma_brood *b)
 {
-    for (size_t i = 0; i < b->n_deaths; i++)
-        if (!b->deaths[i].reaped && reaped(b->deaths[i].pid))
-            b->deaths[i].reaped = true;
+    b->n_deaths = 0;
+    b->n_run_respawns = 0;
 }
 
-/* Whether death a is replaced before death b: children that had pinned
- * first (nginx's workers, before its cache manager and loader), then by
- * rank. */
-static bool replaced_first(const struct ma_death *a, const struct ma_death *b)
+bool ma_brood_respawn_open(const struct ma_brood *b)
 {
-    if (a->pinned != b->pinned)
-        return a->pinned;
-    return a->rank < b->rank;
+    return b->n_deaths || b->n_run_respawns;
 }
 
-/* The death this fork replaces, or -1 when no reaped death waits for its
- * respawn (all are of the newest generation). */
+/* The death this fork replaces, or -1 when none waits for its respawn
+ * (all are of the newest generation): the lowest rank, as nginx refills
+ * its slots in order. */
 static long respawned_death(const struct ma_brood *b)
 {
     long best = -1;
-    for (size_t i = 0; i < b->n_deaths; i++) {
-        const struct ma_death *d = &b->deaths[i];
-        if (d->reaped && (best < 0 || replaced_first(d, &b->deaths[best])))
+    for (size_t i = 0; i < b->n_deaths; i++)
+        if (best < 0 || b->deaths[i].rank < b->deaths[best].rank)
             best = (long)i;
-    }
     return best;
 }
 
@@ -106,7 +99,7 @@ struct ma_place ma_brood_place(struct ma_brood *b, bool reread,
     return p;
 }
 
-struct ma_child *ma_brood_add(struct ma_brood *b, pid_t pid, int fd,
+struct ma_child *ma_brood_add(struct ma_brood *b, pid_t pid,
                               struct ma_place place)
 {
     struct ma_child *c;
@@ -114,7 +107,6 @@ struct ma_child *ma_brood_add(struct ma_brood *b, pid_t pid, int fd,
         return NULL;
     c = &b->kids[b->n++];
     c->pid = pid;
-    c->fd = fd;
     c->gen = place.gen;
     c->rank = place.rank;
     c->pinned = false;
@@ -125,14 +117,6 @@ struct ma_child *ma_brood_add(struct ma_brood *b, pid_t pid, int fd,
     c->pinned_ns = 0;
     CPU_ZERO(&c->mask);
     return c;
-}
-
-struct ma_child *ma_brood_find_fd(struct ma_brood *b, int fd)
-{
-    for (size_t i = 0; i < b->n; i++)
-        if (b->kids[i].fd == fd)
-            return &b->kids[i];
-    return NULL;
 }
 
 struct ma_child *ma_brood_find_pid(struct ma_brood *b, pid_t pid)
@@ -162,7 +146,7 @@ void ma_brood_forget(struct ma_brood *b, struct ma_child *c)
 
 void ma_brood_died(struct ma_brood *b, struct ma_child *c)
 {
-    struct ma_death d = {c->pid, c->gen, c->rank, c->pinned, false};
+    struct ma_death d = {c->pid, c->gen, c->rank};
     if (c->gen == b->newest_gen) {
         if (b->n_deaths == MA_MAX_RECENT_DEATHS)
             drop_death(b, 0);
@@ -177,32 +161,6 @@ bool ma_brood_gen_pinned(const struct ma_brood *b, unsigned gen)
         if (b->kids[i].gen == gen && b->kids[i].pinned)
             return true;
     return false;
-}
-
-/* Whether a is a child to drop before b. */
-static bool less_needed(const struct ma_child *a, const struct ma_child *b)
-{
-    if ((a->rank == 0) != (b->rank == 0))
-        return a->rank != 0;
-    if (a->gen != b->gen)
-        return a->gen < b->gen;
-    return a->rank > b->rank;
-}
-
-struct ma_child *ma_brood_least_needed(struct ma_brood *b)
-{
-    struct ma_child *pick = NULL;
-    for (size_t i = 0; i < b->n; i++) {
-        struct ma_child *c = &b->kids[i];
-        if (!pick || less_needed(c, pick))
-            pick = c;
-    }
-    return pick;
-}
-
-bool ma_brood_newest_first(const struct ma_brood *b, const struct ma_child *c)
-{
-    return c->rank == 0 && c->gen == b->newest_gen;
 }
 
 /* The pinned child of the lowest rank in generation gen, or NULL. */
@@ -227,10 +185,10 @@ static unsigned oldest_pinned_gen(const struct ma_brood *b)
     return gen;
 }
 
-static bool newer_gen_lives(const struct ma_brood *b, unsigned gen)
+bool ma_brood_gen_lives(const struct ma_brood *b, unsigned gen)
 {
     for (size_t i = 0; i < b->n; i++)
-        if (b->kids[i].gen > gen)
+        if (b->kids[i].gen >= gen)
             return true;
     return false;
 }
@@ -284,7 +242,7 @@ enum ma_verdict ma_brood_decide(struct ma_brood *b, uint64_t now_ns)
 
     b->wait_until = 0;
     if (gen == 0) {
-        if (b->following && newer_gen_lives(b, b->lead_gen)) {
+        if (b->following && ma_brood_gen_lives(b, b->lead_gen + 1)) {
             b->wait_until = wait_for_newer_first(b, now_ns);
             if (b->wait_until)
                 return MA_WAIT;

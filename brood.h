@@ -23,26 +23,22 @@
  * two forks of one burst can come hundreds of milliseconds apart, and a
  * respawn long after the death it replaces.
  *
+ * A death is a child the master reaped (collected its exit status):
+ * nginx reaps a dead child in its SIGCHLD handler, and forks its
+ * replacement right after, with nothing read in between.
+ *
  * Children are grouped in generations (nginx: one start or reload each),
  * each ranked in fork order (worker 0 has rank 0). A fork is, in this
  * order:
  *
- * 1. a respawn, when a child of the newest generation has died and been
- *    reaped by the master, and no fork has replaced it yet, whatever the
- *    master read before: nginx reaps a dead child and forks its
- *    replacement with nothing read in between, and a reload it refused
- *    (a configuration with an error) read its files and forked nothing.
- *    It takes the dead child's generation and rank, pinned or not (the
- *    cache manager never pins, and keeps its place): children that had
- *    pinned first, then the lowest rank. A child whose end the master
- *    has not yet collected is never replaced by this fork. Whether the
- *    master read after the death is not asked: the library does not see
- *    the reap, and sees a channel's end only when its listener runs,
- *    maybe after a reload's reads; rule 3 needs no such order;
- * 2. the first of a new generation, when the forking thread read a file
- *    since the master's previous fork returned (nginx re-reads its
- *    configuration before it forks a reload's workers, and reads nothing
- *    between two forks of a burst), or at the master's first fork;
+ * 1. a respawn, when a child of the newest generation was reaped and no
+ *    fork has replaced it yet. It takes the dead child's generation and
+ *    rank, pinned or not (the cache manager never pins, and keeps its
+ *    place): the lowest rank first, as nginx refills its process slots in
+ *    order, and a generation's slots follow its ranks;
+ * 2. the first of a new generation, when the caller says the master read
+ *    its configuration since its previous fork (reread), or at the
+ *    master's first fork;
  * 3. the next of the newest generation's burst otherwise. But a respawn is
  *    one fork for one death, and nginx forks nothing after its respawns
  *    without reading: a fork that finds no death to replace, with nothing
@@ -50,15 +46,18 @@
  *    first forks of a burst (a reload after deaths nginx does not
  *    replace: the cache loader's exit, a worker's fatal exit). They all
  *    move into a new generation, in fork order, and this fork follows.
- *    A reload that can follow the loader's exit forks at least two
- *    children (a worker and the cache manager), so the second shows it.
  *
- * Where the forking thread's reads cannot be counted (a kernel without
- * per-thread I/O accounting), the times it waited stand in for them: nginx
- * sleeps before every respawn and every reload, and not between two forks
- * of a burst. A respawn and a reload in one wake-up of the master then
- * look like one burst, and the respawned child is counted in the reload's
- * generation.
+ * The caller tells a new burst by what the master did in between. A
+ * master that sleeps in sigsuspend (nginx) does all of a start's or a
+ * reload's forks within one wake-up, and replaces a child in the wake-up
+ * that reaped it, before a reload's forks: its first fork after a wake-up
+ * is reread, and each wake-up settles the deaths and respawns before it
+ * (ma_brood_woke). Where the master read files since a reap, or since a
+ * respawn, that death is not replaced and that respawn was one (the caller
+ * settles them too); where the kernel keeps no I/O counts, a respawn and a
+ * reload in one wake-up look like one burst, and the respawned child is
+ * counted in the reload's generation. Other masters (uWSGI) count the
+ * files their forking thread read between forks.
  *
  * The leader slot is the lowest-ranked child that has pinned in the oldest
  * generation that still has a live pinned child: the master keeps following
@@ -86,9 +85,6 @@
 
 struct ma_child {
     pid_t pid;
-    int fd;            /* the master's end of this child's channel, or -1 */
-    dev_t fd_dev;      /* which file fd is, set by the caller: the program */
-    ino_t fd_ino;      /* may reuse the number once it closed ours */
     unsigned gen;
     unsigned rank;
     bool pinned;
@@ -98,13 +94,11 @@ struct ma_child {
     uint64_t pinned_ns; /* when it last pinned, by its own clock reading */
 };
 
-/* A child of the newest generation whose channel ended, not replaced yet. */
+/* A child of the newest generation the master reaped, not replaced yet. */
 struct ma_death {
     pid_t pid;
     unsigned gen;
     unsigned rank;
-    bool pinned; /* it had pinned itself */
-    bool reaped; /* the master has collected its exit status */
 };
 
 struct ma_brood {
@@ -142,9 +136,14 @@ enum ma_verdict {
 
 void ma_brood_init(struct ma_brood *b);
 
-/* Marks the deaths whose process is reaped (reaped(pid) true: its exit
- * status collected by the program). Call before ma_brood_place. */
-void ma_brood_check_reaped(struct ma_brood *b, bool (*reaped)(pid_t));
+/* The master woke from its sleep, or read files since a reap or a
+ * respawn: the deaths before are not replaced, and the forks taken for
+ * respawns were respawns. */
+void ma_brood_settle(struct ma_brood *b);
+
+/* Whether a death waits for its respawn, or forks were taken for
+ * respawns since the master last read: a fork then asks whether it read. */
+bool ma_brood_respawn_open(const struct ma_brood *b);
 
 /* Decides the generation and rank of a child about to be forked at now_ns;
  * reread: the forking thread read a file since the previous fork. Call
@@ -154,17 +153,16 @@ struct ma_place ma_brood_place(struct ma_brood *b, bool reread,
 
 /* Records a child whose fork returned. Returns its entry, or NULL when the
  * table is full. */
-struct ma_child *ma_brood_add(struct ma_brood *b, pid_t pid, int fd,
+struct ma_child *ma_brood_add(struct ma_brood *b, pid_t pid,
                               struct ma_place place);
 
-struct ma_child *ma_brood_find_fd(struct ma_brood *b, int fd);
 struct ma_child *ma_brood_find_pid(struct ma_brood *b, pid_t pid);
 
 /* A child reported that it pinned itself to mask. */
 void ma_brood_pinned(struct ma_brood *b, struct ma_child *c,
                      const struct ma_report *r);
 
-/* A child is gone (its channel closed). Removes it from the table. */
+/* The master reaped a child. Removes it from the table. */
 void ma_brood_died(struct ma_brood *b, struct ma_child *c);
 
 /* Stops listening to a child that broke the protocol; unlike a death, this
@@ -174,15 +172,8 @@ void ma_brood_forget(struct ma_brood *b, struct ma_child *c);
 /* Whether a live child of generation gen has pinned itself. */
 bool ma_brood_gen_pinned(const struct ma_brood *b, unsigned gen);
 
-/* The child whose channel the leader choice can best do without, or NULL
- * when there is none: higher ranks before first children (a child leads
- * only once every lower rank is gone), and within each, the oldest
- * generation first, so the newest generation's first child goes last. */
-struct ma_child *ma_brood_least_needed(struct ma_brood *b);
-
-/* Whether c is the newest generation's first child: worker 0 of the latest
- * start or reload, whom the master follows once older workers are gone. */
-bool ma_brood_newest_first(const struct ma_brood *b, const struct ma_child *c);
+/* Whether a child of generation gen, or of a newer one, lives. */
+bool ma_brood_gen_lives(const struct ma_brood *b, unsigned gen);
 
 /* Re-evaluates the leader after any of the events above. MA_FOLLOW means
  * b->lead_mask is the mask to follow, b->lead_pid its process (0 when held

@@ -422,6 +422,8 @@ void ma_config_load(void)
     ma_cfg.bad = !ok;
     if (ok)
         carry_environment();
+    if (ok && ma_cfg.migrate)
+        ma_memory_locate_library();
     if (ok)
         ma_log(MA_LOG_DEBUG, "loaded in %s, scope %s, memory %s, early "
                "placement %s, auto %s%s",

@@ -4,24 +4,21 @@
  * rewrites the mask of every task in it: decide.c tells such a rewrite
  * from a mask the program or an administrator set by what is read here.
  *
- * Read from the cgroup file system, in a master only, outside the lock
- * every fork takes: /proc/self/cpuset names the cgroup, /proc/self/mountinfo
+ * Read from the cgroup file system, in a master only, under the library's
+ * lock: /proc/self/cpuset names the cgroup, /proc/self/mountinfo
  * where its hierarchy is mounted (cgroup v1 with the cpuset controller,
  * else cgroup2), and the cgroup's cpuset.effective_cpus (v1) or
  * cpuset.cpus.effective (v2, from the nearest cgroup that has it) its CPUs.
  * Regular files only, opened without waiting. The buffers are static, kept
- * to one reader at a time by their own mutex, which a child of a fork
- * finds unlocked. */
+ * to one reader at a time by the lock. */
 #define _GNU_SOURCE
 #include "state.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static pthread_mutex_t cpuset_lock = PTHREAD_MUTEX_INITIALIZER;
+#include <sys/utsname.h>
 
 /* Where the hierarchy of the cpuset controller is mounted, looked up once. */
 static struct {
@@ -194,7 +191,6 @@ static int read_cpus(cpu_set_t *out)
 int ma_cpuset_cpus(cpu_set_t *out, unsigned *reads)
 {
     int rc = -1, e = errno;
-    pthread_mutex_lock(&cpuset_lock);
     reads_made = 0;
     if (!hierarchy.looked)
         find_hierarchy();
@@ -204,13 +200,24 @@ int ma_cpuset_cpus(cpu_set_t *out, unsigned *reads)
         rc = -1;
     if (reads)
         *reads = reads_made;
-    pthread_mutex_unlock(&cpuset_lock);
     errno = e;
     return rc;
 }
 
-void ma_cpuset_after_fork(void)
+/* Told by the kernel's release, read once: the behaviour itself shows
+ * only when a cpuset changes, and changing one to see it takes a cgroup
+ * file system that root may write, which a container does not have, and
+ * a cgroup of the library's own in a hierarchy that a service manager
+ * or a kubelet owns. A release that cannot be read is taken for a
+ * current kernel. */
+bool ma_kernel_keeps_requests(void)
 {
-    static const pthread_mutex_t unlocked = PTHREAD_MUTEX_INITIALIZER;
-    memcpy(&cpuset_lock, &unlocked, sizeof cpuset_lock);
+    static int keeps = -1;
+    struct utsname u;
+    unsigned major, minor;
+    if (keeps < 0)
+        keeps = uname(&u) < 0 ||
+                sscanf(u.release, "%u.%u", &major, &minor) != 2 ||
+                major > 6 || (major == 6 && minor >= 2);
+    return keeps;
 }

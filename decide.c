@@ -4,15 +4,14 @@
  * the pages later forks dirtied and the check that a start or reload
  * pinned anything; and the one log line each of them says.
  *
- * Called with the lock held: from the listener, with each event it read,
- * and from fork() (its look at the channels first, the plans after). It
- * calls neither the interposers nor the listener; a newly planned time
- * wakes the listener through the shared eventfd.
+ * Called with the lock held, on the program's own thread: at its forks,
+ * in its sleep (sleep.c) with each event read, and at its affinity calls.
+ * It calls neither the interposers nor the channel; a newly planned time
+ * is the sleep's next timeout.
  *
  * The texts of the lines are built in static buffers, which the lock
- * keeps to one decision at a time: a fork's decision runs on the
- * program's main thread, whose stack may be only a few pages (ulimit -s),
- * not on the listener's. */
+ * keeps to one decision at a time: the program's main thread may have a
+ * stack of only a few pages (ulimit -s). */
 #define _GNU_SOURCE
 #include "state.h"
 
@@ -41,8 +40,8 @@ static int place_listed_threads(const char *buf, ssize_t len,
 }
 
 /* sched_setaffinity changes one thread: give the mask to every thread.
- * getdents64 rather than readdir: the listener's first malloc would make
- * it an arena while the master waits to follow. */
+ * getdents64 rather than readdir: no allocation in a process that is
+ * about to fork. */
 static int place_all_threads(const cpu_set_t *mask)
 {
     int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -59,13 +58,13 @@ static int place_all_threads(const cpu_set_t *mask)
     return rc;
 }
 
-static void log_restored(void)
+static void log_restored(bool was_there)
 {
     static char cpus[4096];
     ma_log(MA_LOG_NOTICE,
-           "master %d -> CPUs %s (its original mask), no pinned worker left "
-           "to follow",
-           getpid(), ma_cpulist_text(&self.original, cpus, sizeof cpus));
+           "master %d %s CPUs %s (its original mask), no pinned worker left "
+           "to follow", getpid(), was_there ? "stays on" : "->",
+           ma_cpulist_text(&self.original, cpus, sizeof cpus));
 }
 
 /* " after 85us": from the leader's pin to the master's, or "" when the
@@ -100,11 +99,32 @@ static void log_followed(const cpu_set_t *target, const char *units,
            ma_cpulist_text(&brood.lead_mask, lead, sizeof lead), after, memory);
 }
 
+/* Whether the library asked the kernel for the master's mask (in this
+ * process, or in the parent it was forked from): since Linux 6.2 the
+ * kernel remembers that request, self.asked, as the master's own and
+ * keeps it within a changed cpuset. Until then the mask it remembers, if
+ * any, is the program's, of which the library knows the original mask. */
+static bool asked_kernel;
+
+static void record_request(const cpu_set_t *mask)
+{
+    self.asked = *mask;
+    asked_kernel = true;
+}
+
+bool ma_library_asked(void)
+{
+    return asked_kernel;
+}
+
 /* Moves the master to target, or says why not. Returns 0 when placed. */
 static int place_master(const cpu_set_t *target)
 {
     static char cpus[4096];
-    if (!ma_cfg.dry_run && place_all_threads(target) < 0) {
+    cpu_set_t request = *target;
+    if (CPU_EQUAL(target, &self.original))
+        ma_original_request(&request);
+    if (!ma_cfg.dry_run && place_all_threads(&request) < 0) {
         ma_log(MA_LOG_WARN, "could not move master %d to CPUs %s: %s; "
                "skipped", getpid(), ma_cpulist_text(target, cpus, sizeof cpus),
                strerror(errno));
@@ -112,7 +132,7 @@ static int place_master(const cpu_set_t *target)
     }
     self.placed = *target;
     if (!ma_cfg.dry_run)
-        self.asked = *target;
+        record_request(&request);
     return 0;
 }
 
@@ -153,15 +173,12 @@ static uint64_t touch_up_at;
 
 void ma_plan_touch_up(void)
 {
-    bool planned = touch_up_at != 0;
     if (!(ma_cfg.migrate && !ma_cfg.dry_run && brood.following))
         return;
     touch_up_at = now_ns() + TOUCH_UP_NS;
-    if (!planned)
-        ma_wake_listener();
 }
 
-void ma_touch_up_if_due(void)
+static void touch_up_if_due(void)
 {
     if (!touch_up_at || now_ns() < touch_up_at)
         return;
@@ -171,13 +188,17 @@ void ma_touch_up_if_due(void)
                ma_memory_follow(&brood.lead_mask));
 }
 
+/* Back to the original mask: asked of the kernel also where the master
+ * is there already, if the library ever asked for another (a placement at
+ * start on the whole start mask): the kernel would keep that request. */
 static void restore(void)
 {
+    bool was_there = !moved();
     CPU_ZERO(&self.handled);
-    if (moved() && place_master(&self.original) < 0)
+    if ((!was_there || asked_kernel) && place_master(&self.original) < 0)
         return;
     ma_memory_restore();
-    log_restored();
+    log_restored(was_there);
 }
 
 /* " after 85us", or for the placement at start, since when it waited. */
@@ -294,7 +315,9 @@ void ma_place_at_start(int argc, char **argv)
     }
     self.original = original;
     self.placed = e->target;
-    self.asked = ma_cfg.dry_run ? original : e->target;
+    self.asked = original;
+    if (!ma_cfg.dry_run)
+        record_request(&e->target);
     self.start_pending = true;
     start.pid = getpid();
     start.worker0 = e->worker0;
@@ -346,7 +369,6 @@ void ma_plan_pin_check(const struct ma_place *place)
         return;
     pin_check_at = now_ns() + PIN_WAIT_NS;
     pin_check_gen = place->gen;
-    ma_wake_listener();
 }
 
 /* Placed at start for a worker 0 that does not pin: back where the
@@ -366,12 +388,15 @@ static void leave_start_placement(void)
            ma_cpulist_text(&start.worker0, lead, sizeof lead));
 }
 
-void ma_check_pins_if_due(void)
+static void check_pins_if_due(void)
 {
     if (!pin_check_at || now_ns() < pin_check_at)
         return;
     pin_check_at = 0;
-    if (ma_brood_gen_pinned(&brood, pin_check_gen))
+    /* Children that all executed other programs (nginx's binary upgrade)
+     * were never workers. */
+    if (ma_brood_gen_pinned(&brood, pin_check_gen) ||
+        !ma_brood_gen_lives(&brood, pin_check_gen))
         return;
     if (self.start_pending)
         return leave_start_placement();
@@ -386,14 +411,14 @@ void ma_check_pins_if_due(void)
  * the master's from now on: sched_getaffinity reads it, its children
  * inherit it, and the library moves the master, and its memory, no more:
  * an explicit mask wins over following worker 0. */
-static void take_own_mask(const cpu_set_t *now)
+static void take_own_mask(const cpu_set_t *now, const char *why)
 {
     static char cpus[4096], given[4096];
     ma_log(MA_LOG_NOTICE, "master %d is on CPUs %s, not the CPUs %s it was "
-           "given: its mask was set by the program or an administrator, and "
-           "the library no longer moves it or its memory", getpid(),
+           "given: its mask was set by the program or an administrator%s, "
+           "and the library no longer moves it or its memory", getpid(),
            ma_cpulist_text(now, cpus, sizeof cpus),
-           ma_cpulist_text(&self.placed, given, sizeof given));
+           ma_cpulist_text(&self.placed, given, sizeof given), why);
     self.original = self.placed = self.asked = *now;
     self.mask_taken = true;
     self.start_pending = false;
@@ -410,13 +435,20 @@ static bool within(const cpu_set_t *a, const cpu_set_t *b)
 
 /* Whether mask is what the kernel makes of the master's when its cpuset's
  * CPUs become cpus: the mask last asked for, within them, or all of them
- * when none of it is left (kernels before 6.2 give all of them always). */
+ * when none of it is left; kernels before 6.2 give all of them always.
+ * The mask last asked for is the library's, or else the program's, which
+ * the library knows only through its original mask: then either may be
+ * the kernel's. All of the CPUs, where this kernel would have kept the
+ * library's request, is someone's request (taskset -p). */
 static bool rewritten_by_kernel(const cpu_set_t *mask, const cpu_set_t *cpus)
 {
     cpu_set_t kept;
     CPU_AND(&kept, &self.asked, cpus);
-    return CPU_EQUAL(mask, cpus) ||
-           (CPU_COUNT(&kept) > 0 && CPU_EQUAL(mask, &kept));
+    if (CPU_COUNT(&kept) > 0 && CPU_EQUAL(mask, &kept))
+        return true;
+    return CPU_EQUAL(mask, cpus) &&
+           !(asked_kernel && CPU_COUNT(&kept) > 0 &&
+             ma_kernel_keeps_requests());
 }
 
 /* The original mask once the cpuset's CPUs are cpus, as the kernel would
@@ -512,9 +544,11 @@ static void follow_cpuset(const cpu_set_t *cpus, const cpu_set_t *now)
     bool stays, goes_by_worker;
 
     ma_cpulist_text(&self.cpuset, was, sizeof was);
-    /* While the library asks for nothing but the original mask, the
-     * kernel's mask is the program's own, as the kernel left it. */
-    if (CPU_EQUAL(&self.asked, &self.original) || ma_cfg.dry_run)
+    /* While the library has asked the kernel for nothing, the kernel's
+     * mask is the program's own, as the kernel left it. A request of the
+     * library's, even one for the original mask, is kept by the kernel in
+     * the program's stead: the original mask is then worked out. */
+    if (!asked_kernel)
         self.original = *now;
     else
         original_within(cpus);
@@ -543,10 +577,12 @@ static void follow_cpuset(const cpu_set_t *cpus, const cpu_set_t *now)
  * last looked, or the program's or an administrator's. */
 void ma_check_own_mask(const cpu_set_t *cpuset)
 {
+    static char why[4200], set[4096];
     cpu_set_t now;
     if (self.mask_taken ||
         REAL(sched_getaffinity)(getpid(), sizeof now, &now) < 0)
         return;
+    why[0] = '\0';
     if (cpuset && !CPU_EQUAL(cpuset, &self.cpuset)) {
         /* Outside the cpuset, the mask is one the kernel has yet to
          * rewrite: looked at again next time. */
@@ -556,11 +592,15 @@ void ma_check_own_mask(const cpu_set_t *cpuset)
             self.cpuset = *cpuset;
         else if (rewritten_by_kernel(&now, cpuset))
             return follow_cpuset(cpuset, &now);
+        else if (CPU_EQUAL(&now, cpuset))
+            snprintf(why, sizeof why, " (all of its changed cpuset, where "
+                     "this kernel keeps the CPUs %s the library asked for)",
+                     ma_cpulist_text(&self.asked, set, sizeof set));
     }
     /* A dry run gives no mask: it only says which. */
     if (ma_cfg.dry_run || CPU_EQUAL(&now, &self.placed))
         return;
-    take_own_mask(&now);
+    take_own_mask(&now, why);
 }
 
 /* Acts on the leader choice after any event. */
@@ -596,6 +636,14 @@ static uint64_t earlier(uint64_t a, uint64_t b)
     if (!a || !b)
         return a ? a : b;
     return a < b ? a : b;
+}
+
+void ma_run_due_decisions(void)
+{
+    if (brood.wait_until && now_ns() >= brood.wait_until)
+        ma_apply_decision();
+    touch_up_if_due();
+    check_pins_if_due();
 }
 
 uint64_t ma_decisions_due(void)

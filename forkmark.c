@@ -65,20 +65,31 @@ static void say_reads_unknown(int why)
            "one reload", getpid(), strerror(why));
 }
 
-/* Whether the thread read a file (or, not knowing, waited) between the
- * last fork's return and `now`, when this one was called. The read that
- * took the last figure is not the program's. A fork from another thread
- * than the last one is counted in the same burst, as forks of threads
- * that run at once. */
-bool ma_reread_since(const struct ma_fork_mark *now)
+/* Whether the thread read a file between the last mark and `now`: 1 or
+ * 0, or -1 where the reads cannot be counted. The read that took the last
+ * figure is not the program's. A fork from another thread than the last
+ * one is counted in the same burst, as forks of threads that run at
+ * once. */
+static int reads_between(const struct ma_fork_mark *now)
 {
     if (last_fork.tid != now->tid)
-        return false;
+        return 0;
     if (now->reads >= 0 && last_fork.reads >= 0)
         return now->reads > last_fork.reads + 1;
     say_reads_unknown(now->reads < 0 ? now->reads_errno
                                      : last_fork.reads_errno);
-    return now->waits > last_fork.waits;
+    return -1;
+}
+
+bool ma_reread_since(const struct ma_fork_mark *now)
+{
+    int read = reads_between(now);
+    return read < 0 ? now->waits > last_fork.waits : read;
+}
+
+bool ma_read_since(const struct ma_fork_mark *now)
+{
+    return reads_between(now) > 0;
 }
 
 /* Reads the library made in this thread since its last fork (the cpuset,

@@ -1,12 +1,12 @@
-/* libmasteraff: what tells a new burst of forks from the next fork of
- * the same burst: the read system calls the forking thread made in
- * between (the kernel's syscr). nginx re-reads its configuration before it forks a reload's
- * workers, and reads nothing between two forks of a burst, however long
- * it waits for a CPU. Where the kernel does not say, the times the thread
- * waited (voluntary context switches: nginx sleeps in sigsuspend before
- * every reload and every respawn, not between two forks of a burst) stand
- * in. A respawn is known from its death, not from either. Used by the
- * fork interposer (shim.c), in a master, under the library's lock. */
+/* libmasteraff: the read system calls a master's forking thread made
+ * (the kernel's syscr). nginx re-reads its configuration before it forks
+ * a reload's workers, and reads nothing between a reap and the respawn
+ * that replaces it, or between two forks of a burst, however long it
+ * waits for a CPU. A master that sleeps in sigsuspend is asked only where
+ * a reap or a respawn leaves that open (shim.c); another, at every fork,
+ * where the times its thread waited (voluntary context switches) stand in
+ * when the kernel does not say. Used in a master, under the library's
+ * lock. */
 #ifndef MASTERAFF_FORKMARK_H
 #define MASTERAFF_FORKMARK_H
 
@@ -22,12 +22,16 @@ struct ma_fork_mark {
 /* This thread's counts now. */
 struct ma_fork_mark ma_fork_mark_now(void);
 
-/* Records the counts of the fork that just returned, in the parent. */
+/* Records the counts now: a fork that just returned, in the parent, or
+ * the wake-up of a master that reaped. */
 void ma_fork_returned(void);
 
 /* Whether the thread read a file (or, not knowing, waited) between the
- * last fork's return and `now`, when this one was called. */
+ * last mark and `now`, when this fork was called. */
 bool ma_reread_since(const struct ma_fork_mark *now);
+
+/* The same from the reads alone: false where they cannot be counted. */
+bool ma_read_since(const struct ma_fork_mark *now);
 
 /* Reads the library made in this thread since its last fork are not the
  * program's. */

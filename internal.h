@@ -124,6 +124,10 @@ struct ma_early {
 void ma_early_decide(int argc, char **argv, const cpu_set_t *original,
                      struct ma_early *e);
 
+/* When the library loads in a master that may move memory: notes its own
+ * directory and owner, which a copy of libnuma beside it is judged by. */
+void ma_memory_locate_library(void);
+
 /* At start, in the main thread: later allocations prefer node, unless the
  * user chose a policy. Returns the log line's account of it. */
 const char *ma_memory_prefer_at_start(int node);

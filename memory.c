@@ -11,9 +11,11 @@
  * libnuma is opened with dlopen() in a master that migrates, so no other
  * process pays for it: the system's, else a copy in the library's own
  * directory (an image without libnuma, the library and the copy put there
- * by a Kubernetes init container). */
+ * by a Kubernetes init container), if no one but root and the library's
+ * owner could have put it there (loadable.c). */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "loadable.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -21,6 +23,7 @@
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -64,36 +67,70 @@ struct moved {
                     without CAP_SYS_NICE) */
 };
 
-/* DIR/libnuma.so.1, DIR the library's own directory as the loader
- * recorded it; empty when the library was found without a directory. */
-static char numa_beside[PATH_MAX];
-static char numa_missing[PATH_MAX + 64];
+/* The library's own directory, without symbolic links, and the owner of
+ * its file, as they were when it was loaded: what the copy of libnuma
+ * beside it is judged by. Empty when the library was found without a
+ * directory. */
+static struct {
+    char dir[PATH_MAX];
+    uid_t owner;
+} library;
 
-static void locate_numa_beside(void)
+/* At load, not at the first move: the owner that counts is that of the
+ * file the loader mapped, not of one swapped in since by whoever owns the
+ * directory. realpath allocates its buffer: glibc's fortified one, given
+ * ours, would bind a symbol version (GLIBC_2.4) that no other call needs,
+ * which every program the library is preloaded in would pay to check. */
+void ma_memory_locate_library(void)
 {
     Dl_info self;
-    const char *slash;
-    if (!dladdr((void *)locate_numa_beside, &self) || !self.dli_fname)
+    struct stat st;
+    char *real, *slash;
+    if (!dladdr((void *)ma_memory_locate_library, &self) ||
+        !self.dli_fname || !strchr(self.dli_fname, '/') ||
+        !(real = realpath(self.dli_fname, NULL)))
         return;
-    slash = strrchr(self.dli_fname, '/');
-    if (slash)
-        snprintf(numa_beside, sizeof numa_beside, "%.*s/libnuma.so.1",
-                 (int)(slash - self.dli_fname), self.dli_fname);
+    if (ma_stat(real, &st) == 0) {
+        slash = strrchr(real, '/');
+        slash[slash == real] = '\0'; /* "/" keeps its slash */
+        snprintf(library.dir, sizeof library.dir, "%s", real);
+        library.owner = st.st_uid;
+    }
+    free(real);
 }
+
+/* DIR/libnuma.so.1 beside the library, and why it was not opened. */
+static char numa_beside[PATH_MAX + 16];
+static char numa_refused[PATH_MAX + 128];
+static char numa_missing[sizeof numa_beside + sizeof numa_refused + 64];
 
 /* The system's libnuma, else the copy beside the library, looked for only
  * then: most processes never open libnuma at all. */
 static void *open_numa(void)
 {
     void *h = dlopen("libnuma.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (h)
+    if (h || !library.dir[0])
         return h;
-    locate_numa_beside();
-    if (!numa_beside[0])
+    snprintf(numa_beside, sizeof numa_beside, "%s/libnuma.so.1",
+             library.dir[1] ? library.dir : "");
+    if (ma_loadable("", library.dir, "libnuma.so.1", library.owner,
+                    numa_refused, sizeof numa_refused) != 0)
         return NULL;
     h = dlopen(numa_beside, RTLD_NOW | RTLD_LOCAL);
     numa.beside = h != NULL;
     return h;
+}
+
+static void say_missing(void)
+{
+    if (numa_refused[0])
+        snprintf(numa_missing, sizeof numa_missing, "libnuma.so.1 not found, "
+                 "and %s not loaded: %s", numa_beside, numa_refused);
+    else
+        snprintf(numa_missing, sizeof numa_missing,
+                 "libnuma.so.1 not found%s%s", numa_beside[0] ? ", nor " : "",
+                 numa_beside);
+    numa.error = numa_missing;
 }
 
 static bool load_numa(void)
@@ -104,10 +141,7 @@ static bool load_numa(void)
     numa.tried = true;
     h = open_numa();
     if (!h) {
-        snprintf(numa_missing, sizeof numa_missing,
-                 "libnuma.so.1 not found%s%s", numa_beside[0] ? ", nor " : "",
-                 numa_beside);
-        numa.error = numa_missing;
+        say_missing();
         return false;
     }
     numa.available = (int (*)(void))dlsym(h, "numa_available");
@@ -361,7 +395,7 @@ static void prefer_node(int node)
 
 const char *ma_memory_follow(const cpu_set_t *leader)
 {
-    static char text[PATH_MAX + 256];
+    static char text[sizeof numa_missing + 256];
     char why[128];
     const char *no;
     struct timespec t0;

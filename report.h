@@ -1,6 +1,6 @@
 /* libmasteraff: the report a child sends its parent, down the channel
- * its fork gave it, when it pins itself; written by the child (shim.c),
- * read by the master's listener (listener.c). Pure: no process state. */
+ * it inherited, when it pins itself; written by the child and read by the
+ * master (channel.c). Pure: no process state. */
 #ifndef MASTERAFF_REPORT_H
 #define MASTERAFF_REPORT_H
 

@@ -1,11 +1,13 @@
 /* libmasteraff: the interposition. Each exported function, what it adds
  * to the real one, and where the work goes.
  *
- * fork() in a target program gives each child a SOCK_SEQPACKET channel to
- * its parent; the parent becomes a master, with an epoll set and a
- * listener thread (listener.c) that hands what children say to the
- * decisions (decide.c). A child that pins itself (sched_setaffinity or
- * pthread_setaffinity_np on itself) sends its new mask there. A master the
+ * fork() in a target program makes the parent a master, with one channel
+ * (channel.c) that every child inherits: a child that pins itself
+ * (sched_setaffinity or pthread_setaffinity_np on itself) sends its new
+ * mask there. The master has no thread of the library's: it reads the
+ * channel at each fork and in its own sleep (sigsuspend, sleep.c), learns
+ * of its children's deaths where it reaps them (the wait functions,
+ * reaps.c), and hands both to the decisions (decide.c). A master the
  * library moved reads back its original mask (sched_getaffinity).
  *
  * setsid() drops the channel of a child that detaches from its parent
@@ -13,7 +15,8 @@
  * binary upgrade and give a moved master's new image its original mask.
  *
  * fork() holds the lock (state.h) across the real fork; what runs in the
- * child between fork and its return is async-signal-safe.
+ * child between fork and its return is async-signal-safe, and so is what
+ * the wait functions add, which nginx calls from its SIGCHLD handler.
  */
 #define _GNU_SOURCE
 #include "autocpus.h"
@@ -26,10 +29,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,11 +37,16 @@
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 
-/* The channel made for one fork, before it happens. */
+/* Reports read at each fork, at most: a burst of forks reads what its
+ * children said as they pin, and a flood costs a fork little. */
+#define FORK_BUDGET 64
+
+/* What a fork was given, before it happens. */
 struct prefork {
-    struct owned_fd master_end, child_end;
     struct ma_place place;
-    const char *no_channel; /* why the child gets none, or NULL */
+    bool followed; /* the master follows the child: it has a channel and
+                      a place in the table */
+    bool made;     /* this fork made the process a master */
 };
 
 /* What a child calls between fork (or vfork) and exec, where a lookup
@@ -55,14 +59,25 @@ static void resolve_for_children(void)
     REAL(setsid);
 }
 
+/* The wait functions run in signal handlers (nginx's SIGCHLD handler),
+ * where a lookup could wait for a lock the handler interrupted: looked up
+ * at load in every program. waitpid, wait and wait3 are wait4 in every
+ * libc, and reach it here: one lookup for the four. */
+static void resolve_waits(void)
+{
+    REAL(wait4);
+    REAL(waitid);
+}
+
 /* A target's children also restore their mask and report their pins
- * between fork and exec. */
+ * between fork and exec, and its master sleeps in sigsuspend. */
 static bool resolve_for_target(void)
 {
     bool required = REAL(fork) && REAL(sched_setaffinity) &&
                     REAL(sched_getaffinity);
     /* The others answer ENOSYS when they are missing, as libc would. */
     REAL(pthread_setaffinity_np);
+    REAL(sigsuspend);
     return required;
 }
 
@@ -80,6 +95,7 @@ static void load_target(void)
 static void load(void)
 {
     resolve_for_children();
+    resolve_waits();
     if (ma_config_target())
         load_target();
 }
@@ -127,25 +143,6 @@ static bool pins_itself(pid_t pid)
     return pid == 0 || pid == getpid() || pid == gettid();
 }
 
-static void report_pin(void)
-{
-    struct ma_report r;
-    unsigned char msg[MA_REPORT_SIZE];
-    if (REAL(sched_getaffinity)(0, sizeof r.mask, &r.mask) < 0)
-        return;
-    r.sent_ns = now_ns();
-    ma_report_encode(&r, msg);
-    /* The parent may be gone or not reading: never block, never SIGPIPE. */
-    if (send(self.report.fd, msg, sizeof msg, MSG_DONTWAIT | MSG_NOSIGNAL) <
-            0 &&
-        errno != EAGAIN) {
-        ma_log(MA_LOG_WARN, "process %d pinned itself, but its parent %d "
-               "cannot be told (%s); nothing follows it", getpid(),
-               self.parent, strerror(errno));
-        ma_release(&self.report);
-    }
-}
-
 /* A successful pin is worth a report only in a child with a channel: any
  * other program does not even ask whether it pinned itself. A vfork child
  * of that child is not the one its parent knows. */
@@ -155,38 +152,32 @@ static bool may_report(int rc)
            in_own_process();
 }
 
-static void report_pin_keeping_errno(void)
-{
-    int e = errno;
-    report_pin();
-    errno = e;
-}
-
 /* A master whose main thread's mask is no longer the library's takes it
- * for its own, unless a change of its cpuset explains it (decide.c). The
- * cpuset is read before the lock; the check is made under it: the
- * listener may be moving the master just then. */
-static bool master_mask_checked(void)
+ * for its own, unless a change of its cpuset explains it (decide.c).
+ * Returns with the lock held (old: the mask to give back) when the
+ * process is a master. */
+static bool master_mask_checked(sigset_t *old)
 {
     int e = errno;
     cpu_set_t cpuset;
     unsigned reads;
-    bool known;
-    if (!ma_cfg.active || !in_own_process() || !is_master())
+    if (!ma_cfg.active || !is_master() || !in_own_process())
         return false;
-    known = ma_cpuset_cpus(&cpuset, &reads) == 0;
-    pthread_mutex_lock(&lock);
-    ma_not_the_programs_reads(reads);
-    if (is_master())
+    ma_lock(old);
+    if (is_master()) {
+        bool known = ma_cpuset_cpus(&cpuset, &reads) == 0;
+        ma_not_the_programs_reads(reads);
         ma_check_own_mask(known ? &cpuset : NULL);
+    }
     errno = e;
     return true;
 }
 
 static void notice_own_mask(void)
 {
-    if (master_mask_checked())
-        pthread_mutex_unlock(&lock);
+    sigset_t old;
+    if (master_mask_checked(&old))
+        ma_unlock(&old);
 }
 
 EXPORT int sched_setaffinity(pid_t pid, size_t size, const cpu_set_t *mask)
@@ -203,7 +194,7 @@ EXPORT int sched_setaffinity(pid_t pid, size_t size, const cpu_set_t *mask)
         mask = &mapped;
     rc = next(pid, size, mask);
     if (may_report(rc) && pins_itself(pid))
-        report_pin_keeping_errno();
+        ma_channel_report();
     if (rc == 0 && pins_itself(pid))
         notice_own_mask();
     return rc;
@@ -219,7 +210,7 @@ EXPORT int pthread_setaffinity_np(pthread_t thread, size_t size,
         return ENOSYS;
     rc = next(thread, size, mask);
     if (may_report(rc) && pthread_equal(thread, pthread_self()))
-        report_pin_keeping_errno();
+        ma_channel_report();
     if (rc == 0 && pthread_equal(thread, pthread_self()))
         notice_own_mask();
     return rc;
@@ -239,6 +230,7 @@ EXPORT int sched_getaffinity(pid_t pid, size_t size, cpu_set_t *mask)
     sched_getaffinity_fn *next;
     int rc;
     bool locked;
+    sigset_t old;
     ensure_loaded();
     if (!(next = REAL(sched_getaffinity))) {
         errno = ENOSYS;
@@ -247,13 +239,13 @@ EXPORT int sched_getaffinity(pid_t pid, size_t size, cpu_set_t *mask)
     rc = next(pid, size, mask);
     if (rc != 0 || !ma_cfg.active || !pins_itself(pid) || !in_own_process())
         return rc;
-    locked = master_mask_checked();
+    locked = master_mask_checked(&old);
     /* The mask the library gave is replaced by the one it started with;
      * one it did not give is the master's own, read as it is. */
     if (moved())
         original_mask_into(size, mask);
     if (locked)
-        pthread_mutex_unlock(&lock);
+        ma_unlock(&old);
     return rc;
 }
 
@@ -265,18 +257,7 @@ static void drop_orphan_channel(void)
         ma_release(&self.report);
 }
 
-static bool make_wake_fd(void)
-{
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = MA_WAKE_MARK};
-    self.wake = ma_own(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    return self.wake.fd >= 0 &&
-           epoll_ctl(self.epoll.fd, EPOLL_CTL_ADD, self.wake.fd, &ev) == 0;
-}
-
-/* The first fork makes a master: its original mask, its epoll set and the
- * eventfd that wakes its listener. The listener thread comes after the fork,
- * in the parent only: a thread created before it would leave glibc's
- * thread signal handlers installed in a child that itself never has one. */
+/* The first fork makes a master: its original mask and its channel. */
 static bool become_master(void)
 {
     if (is_master() || self.gave_up)
@@ -291,251 +272,142 @@ static bool become_master(void)
         self.placed = self.asked = self.original;
     }
     CPU_ZERO(&self.handled);
-    self.epoll = ma_own(epoll_create1(EPOLL_CLOEXEC));
-    if (self.epoll.fd < 0) {
-        ma_give_up("cannot create its epoll set", errno);
-        return false;
-    }
-    if (!make_wake_fd()) {
-        int e = errno;
-        ma_stop_being_master();
-        ma_give_up("cannot create its eventfd", e);
-        return false;
-    }
-    /* Its descriptors are told from the program's by /proc/self/fdinfo. */
-    if (!ma_epoll_is_ours()) {
-        ma_close_keeping_errno(self.epoll.fd);
-        ma_close_keeping_errno(self.wake.fd);
-        self.epoll.fd = self.wake.fd = -1;
-        ma_give_up("cannot read its epoll set's /proc/self/fdinfo", ENOENT);
+    if (ma_channel_open() < 0) {
+        ma_give_up("cannot make its channel", errno);
         return false;
     }
     ma_brood_init(&brood);
+    /* The nginx family waits in sigsuspend from its first burst on. */
+    self.sleeper = ma_config_nginx_family();
     return true;
 }
 
-/* Whether the master's descriptors are still the library's. */
-static bool still_master(void)
+/* Said once per start or reload, at its first child the table has no room
+ * for. */
+static void warn_table_full(const struct prefork *pf, pid_t pid)
 {
-    if (ma_epoll_is_ours())
-        return true;
-    ma_stop_being_master();
-    ma_give_up("the program closed the library's descriptors", EBADF);
-    return false;
-}
-
-/* Said once per start or reload, at its first child without a channel:
- * nginx forks them in order, so the later ones have none either, but for
- * those forked after the old children's exits gave descriptors back. */
-static void warn_no_channel(const struct prefork *pf, pid_t pid)
-{
-    if (!pf->no_channel || pid <= 0 || self.warned_gen == pf->place.gen)
+    static unsigned warned_gen;
+    if (pf->followed || !is_master() || pid <= 0 ||
+        warned_gen == pf->place.gen)
         return;
-    self.warned_gen = pf->place.gen;
+    warned_gen = pf->place.gen;
     ma_log(MA_LOG_WARN, "master %d stops following its children at child %u "
            "of the latest start or reload (pid %d, counting from 0 as nginx "
-           "numbers its workers): %s; the children from it on get no channel "
-           "and cannot be followed", getpid(), pf->place.rank, pid,
-           pf->no_channel);
+           "numbers its workers): it has %d children, as many as the library "
+           "follows", getpid(), pf->place.rank, pid, MA_MAX_CHILDREN);
 }
 
-/* The program needs descriptors for each child too (nginx: a socketpair
- * per worker, twice as many during a reload), and must never run out
- * because of the library: after each fork's channel, a few descriptors
- * (1/32 of the soft limit, at least MIN_FREE: the listener opens up to
- * three files for a moment) must stay free below the limit, or the library
- * gives up this channel and then closes others. Numbers
- * are given lowest first, so every number below the channel's is taken. */
-#define MIN_FREE 8L
-
-static long descriptors_missing(const int sv[2], struct rlimit *lim,
-                                long *reserve)
+/* The files the master read matter to telling a new burst (forkmark.h)
+ * only where a respawn is open, for a master that sleeps: its counts are
+ * taken then only. */
+static bool reads_matter(void)
 {
-    long top = sv[0] > sv[1] ? sv[0] : sv[1];
-    if (getrlimit(RLIMIT_NOFILE, lim) < 0 || lim->rlim_cur == RLIM_INFINITY ||
-        lim->rlim_cur > (rlim_t)INT_MAX)
-        return 0;
-    *reserve = (long)lim->rlim_cur / 32 > MIN_FREE ? (long)lim->rlim_cur / 32
-                                                   : MIN_FREE;
-    return *reserve - ((long)lim->rlim_cur - 1 - top);
+    return !self.sleeper || ma_brood_respawn_open(&brood);
 }
 
-/* Closes the channels the leader choice can best do without, until
- * `missing` descriptors are free again; returns how many it closed. The
- * newest generation's first child, whom the master will follow, goes
- * last, and only while fewer than MIN_FREE would be free: `spare` of the
- * missing may stay missing for it. So where the room nginx leaves is less
- * than the reserve (a limit just above its need, hundreds of workers), the
- * master still follows the new worker 0. */
-static long yield_descriptors(long missing, long spare)
+/* Whether this fork, if it is not a respawn, opens a generation. A master
+ * that sleeps: its first fork since it woke, or one after it read files
+ * since a reap or a respawn (which settles them). Another: one after its
+ * thread read files since its last fork. */
+static bool opens_burst(const struct ma_fork_mark *called)
 {
-    struct ma_child *c;
-    long closed = 0;
-    while (closed < missing && (c = ma_brood_least_needed(&brood))) {
-        if (ma_brood_newest_first(&brood, c) && closed >= missing - spare)
-            break;
-        ma_stop_listening(c);
-        ma_brood_forget(&brood, c);
-        closed++;
+    bool first = self.forked_in_wake != self.wakes + 1;
+    if (!self.sleeper)
+        return ma_reread_since(called);
+    self.forked_in_wake = self.wakes + 1;
+    if (ma_brood_respawn_open(&brood) && ma_read_since(called)) {
+        ma_brood_settle(&brood);
+        return true;
     }
-    ma_apply_decision();
-    return closed;
+    return first;
 }
 
-/* A generation's first child keeps its new channel when closing others
- * leaves MIN_FREE descriptors free; sets how many were closed. */
-static bool room_for_first_child(struct ma_place place, long missing,
-                                 long reserve, long *closed)
+/* Before the real fork, under the lock: what the children said and who
+ * died, then the child's place. */
+static struct prefork prepare_fork(uint64_t asked_ns,
+                                   const struct ma_fork_mark *called)
 {
-    *closed = 0;
-    if (place.rank != 0)
-        return false;
-    *closed = yield_descriptors(missing, 0);
-    return *closed >= missing - (reserve - MIN_FREE);
-}
-
-/* Gives the descriptors of a channel just made back, and more if the
- * program lacks them; says why in the child's warning. */
-static const char *too_few_descriptors(const int sv[2], long missing,
-                                       long closed, const struct rlimit *lim,
-                                       long reserve)
-{
-    static char why[240];
-    close(sv[0]);
-    close(sv[1]);
-    closed += yield_descriptors(missing - closed - 2, reserve - MIN_FREE);
-    snprintf(why, sizeof why, "too few descriptors left for the program "
-             "(soft RLIMIT_NOFILE %ld, of which the library keeps %ld free "
-             "after each fork, %ld for the first child's channel; %ld other "
-             "channel%s closed)", (long)lim->rlim_cur, reserve, MIN_FREE,
-             closed, closed == 1 ? "" : "s");
-    return why;
-}
-
-/* Whether the program has collected child pid's exit status (nginx reaps
- * a dead worker before it forks the replacement). Looks without reaping:
- * the status and SIGCHLD stay the program's. */
-static bool reaped(pid_t pid)
-{
-    siginfo_t si = {0};
-    return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 &&
-           errno == ECHILD;
-}
-
-static struct prefork prepare_fork(uint64_t asked_ns, bool reread,
-                                   const cpu_set_t *cpuset)
-{
-    struct prefork pf = {.master_end = NO_FD, .child_end = NO_FD};
-    struct rlimit lim;
-    long missing, reserve = 0, closed;
-    int sv[2];
+    struct prefork pf = {0};
+    cpu_set_t cpuset;
+    bool reread;
     drop_orphan_channel();
-    if (!become_master() || !still_master())
+    pf.made = !is_master();
+    if (!become_master() || !ma_still_master())
         return pf;
-    ma_check_own_mask(cpuset);
-    ma_drain_channels();
+    /* Its mask, and the cpuset that explains a change of it: at each fork
+     * of a master that does not sleep, at the first of each burst of one
+     * that does (nginx forks a whole start or reload in one wake-up). */
+    if (!self.sleeper || self.forked_in_wake != self.wakes + 1) {
+        bool known = ma_cpuset_cpus(&cpuset, NULL) == 0;
+        ma_check_own_mask(known ? &cpuset : NULL);
+    }
+    ma_take_events(FORK_BUDGET);
     ma_memory_prefork();
-    ma_brood_check_reaped(&brood, reaped);
+    reread = opens_burst(called);
     pf.place = ma_brood_place(&brood, reread, asked_ns);
     if (pf.place.opened)
         ma_auto_open_generation(reread);
-    if (brood.n >= MA_MAX_CHILDREN) {
-        static char full[80];
-        snprintf(full, sizeof full, "it has %d children with a channel, as "
-                 "many as the library follows", MA_MAX_CHILDREN);
-        pf.no_channel = full;
-        return pf;
-    }
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
-        pf.no_channel = strerror(errno);
-        return pf;
-    }
-    missing = descriptors_missing(sv, &lim, &reserve);
-    if (missing > 0 &&
-        !room_for_first_child(pf.place, missing, reserve, &closed)) {
-        pf.no_channel = too_few_descriptors(sv, missing, closed, &lim, reserve);
-        return pf;
-    }
-    pf.master_end = ma_own(sv[0]);
-    pf.child_end = ma_own(sv[1]);
+    pf.followed = brood.n < MA_MAX_CHILDREN;
     return pf;
-}
-
-static void start_listening(void)
-{
-    int rc;
-    if (self.listening || !is_master())
-        return;
-    rc = ma_start_listener();
-    if (rc == 0) {
-        self.listening = true;
-        return;
-    }
-    ma_stop_being_master();
-    ma_give_up("cannot start its listener thread", rc);
-}
-
-static bool listen_to(const struct owned_fd *channel, pid_t pid,
-                      struct ma_place place)
-{
-    struct epoll_event ev = {.events = EPOLLIN, .data.fd = channel->fd};
-    struct ma_child *c = ma_brood_add(&brood, pid, channel->fd, place);
-    if (!c)
-        return false;
-    c->fd_dev = channel->dev;
-    c->fd_ino = channel->ino;
-    if (epoll_ctl(self.epoll.fd, EPOLL_CTL_ADD, channel->fd, &ev) == 0)
-        return true;
-    ma_brood_forget(&brood, c);
-    return false;
 }
 
 static void after_fork_in_parent(struct prefork *pf, pid_t pid)
 {
-    warn_no_channel(pf, pid);
-    ma_release(&pf->child_end);
-    start_listening();
-    if (pid < 0 || pf->master_end.fd < 0 || !is_master() ||
-        !listen_to(&pf->master_end, pid, pf->place))
-        ma_release(&pf->master_end);
-    else
+    /* A first fork that failed leaves the process as it was: no
+     * descriptor of the library's, and the next fork tries again. */
+    if (pid < 0 && pf->made && is_master()) {
+        ma_stop_being_master();
+        return;
+    }
+    warn_table_full(pf, pid);
+    if (pid > 0 && pf->followed && is_master() &&
+        ma_brood_add(&brood, pid, pf->place))
         ma_plan_pin_check(&pf->place);
     ma_plan_touch_up();
+    if (is_master() && reads_matter())
+        ma_fork_returned();
+}
+
+/* This thread back on the original mask, as a child or an exec'd image
+ * would be without the library; since Linux 6.2 also where it is there
+ * already, if the library asked for another mask in its parent, which the
+ * kernel keeps for the child too. Async-signal-safe. */
+static void back_to_original(void)
+{
+    cpu_set_t request;
+    ma_original_request(&request);
+    REAL(sched_setaffinity)(0, sizeof request, &request);
 }
 
 /* Runs in the child between fork and its return: async-signal-safe only.
- * The child keeps nothing of the master's but its own channel, and closes
- * only what is still the library's. */
-static void after_fork_in_child(struct prefork *pf)
+ * The child keeps nothing of the master's but the end it reports on, and
+ * closes one descriptor of the library's, whatever the number of its
+ * siblings: the master's end, which the fork found the library's. */
+static void after_fork_in_child(struct prefork *pf, const sigset_t *old)
 {
-    static const pthread_mutex_t unlocked = PTHREAD_MUTEX_INITIALIZER;
     /* The parent's pid, not getppid(): nginx's daemon parent may have
      * exited already. */
     self.parent = self.pid;
     self.pid = getpid();
-    /* A master's fork checked its descriptors (prepare_fork). */
-    if (is_master())
-        ma_stop_being_master_after_fork();
     ma_release(&self.report);
-    ma_release(&pf->master_end);
-    if (moved())
-        REAL(sched_setaffinity)(0, sizeof self.original, &self.original);
+    if (is_master()) {
+        ma_close_keeping_errno(self.channel.fd);
+        self.report = self.children_end;
+    }
+    self.channel.fd = self.children_end.fd = -1;
+    if (moved() || ma_library_asked())
+        back_to_original();
     ma_memory_drop_policy();
     ma_auto_forked(&pf->place);
-    ma_cpuset_after_fork();
-    self.report = pf->child_end;
-    self.listening = false;
     self.gave_up = false;
-    self.warned_gen = 0;
+    self.sleeper = false;
+    self.wakes = self.forked_in_wake = 0;
     self.placed = self.asked = self.original;
     self.start_pending = false;
     self.mask_taken = false;
-    listener_tid = 0;
     ma_decisions_forget();
-    /* Another thread of the parent may have been waiting for the lock:
-     * nobody waits for it in this child. */
-    forks_waiting = 0;
-    memcpy(&lock, &unlocked, sizeof lock);
+    ma_lock_after_fork();
+    pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
 EXPORT pid_t fork(void)
@@ -543,9 +415,8 @@ EXPORT pid_t fork(void)
     struct prefork pf;
     int saved_errno = errno;
     uint64_t asked;
-    struct ma_fork_mark called;
-    cpu_set_t cpuset;
-    bool cpuset_known;
+    struct ma_fork_mark called = {0};
+    sigset_t old;
     fork_fn *next;
     pid_t pid;
 
@@ -562,25 +433,131 @@ EXPORT pid_t fork(void)
     /* Taken before the library does anything: what it reads is not the
      * program's. */
     asked = now_ns();
-    called = ma_fork_mark_now();
-    /* Its reads come after the mark: not counted as the program's. */
-    cpuset_known = ma_cpuset_cpus(&cpuset, NULL) == 0;
-    ma_lock_for_fork();
-    pf = prepare_fork(asked, ma_reread_since(&called),
-                      cpuset_known ? &cpuset : NULL);
+    if (reads_matter())
+        called = ma_fork_mark_now();
+    ma_lock(&old);
+    pf = prepare_fork(asked, &called);
     errno = saved_errno;
     pid = next();
     saved_errno = errno;
     if (pid == 0) {
-        after_fork_in_child(&pf);
+        after_fork_in_child(&pf, &old);
         errno = saved_errno;
         return 0;
     }
     after_fork_in_parent(&pf, pid);
-    ma_fork_returned();
-    pthread_mutex_unlock(&lock);
+    ma_unlock(&old);
     errno = saved_errno;
     return pid;
+}
+
+/* ---- the master's sleep and its reaps ---- */
+
+EXPORT int sigsuspend(const sigset_t *mask)
+{
+    sigsuspend_fn *next;
+    ensure_loaded();
+    if (!(next = REAL(sigsuspend))) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (!ma_cfg.active || !is_master() || !in_own_process())
+        return next(mask);
+    return ma_sleep(mask);
+}
+
+static bool notes_reaps(void)
+{
+    return ma_cfg.active && is_master() && in_own_process();
+}
+
+/* A master that does not sleep in sigsuspend (uWSGI polls waitpid in its
+ * loop) is served at its reaps, where they cannot be inside a SIGCHLD
+ * handler: the program has none. */
+static void serve_at_reap(void)
+{
+    struct sigaction sa;
+    sigset_t old;
+    int e = errno;
+    if (self.sleeper || sigaction(SIGCHLD, NULL, &sa) < 0 ||
+        (sa.sa_flags & SA_SIGINFO) ||
+        (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN)) {
+        errno = e;
+        return;
+    }
+    ma_lock(&old);
+    if (is_master() && ma_still_master()) {
+        ma_take_events(FORK_BUDGET);
+        ma_run_due_decisions();
+    }
+    ma_unlock(&old);
+    errno = e;
+}
+
+/* What a wait function returned: a child's end is noted, its stop or
+ * continuation is not. Async-signal-safe. */
+static void noted(pid_t pid, int status)
+{
+    if (pid > 0 && (WIFEXITED(status) || WIFSIGNALED(status)))
+        ma_reaps_note(pid);
+}
+
+/* waitpid, wait, wait3 and wait4: libc's wait4, the status noted. */
+static pid_t reaped_by_wait4(pid_t pid, int *status, int options,
+                             struct rusage *usage)
+{
+    wait4_fn *next = REAL(wait4);
+    int st = 0;
+    pid_t rc;
+    if (!next) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (!notes_reaps())
+        return next(pid, status, options, usage);
+    rc = next(pid, &st, options, usage);
+    if (rc > 0 && status)
+        *status = st;
+    noted(rc, st);
+    if (rc >= 0)
+        serve_at_reap();
+    return rc;
+}
+
+EXPORT pid_t waitpid(pid_t pid, int *status, int options)
+{
+    return reaped_by_wait4(pid, status, options, NULL);
+}
+
+EXPORT pid_t wait(int *status)
+{
+    return reaped_by_wait4(-1, status, 0, NULL);
+}
+
+EXPORT pid_t wait3(int *status, int options, struct rusage *usage)
+{
+    return reaped_by_wait4(-1, status, options, usage);
+}
+
+EXPORT pid_t wait4(pid_t pid, int *status, int options, struct rusage *usage)
+{
+    return reaped_by_wait4(pid, status, options, usage);
+}
+
+EXPORT int waitid(idtype_t idtype, id_t id, siginfo_t *info, int options)
+{
+    waitid_fn *next = REAL(waitid);
+    int rc;
+    if (!next) {
+        errno = ENOSYS;
+        return -1;
+    }
+    rc = next(idtype, id, info, options);
+    if (rc == 0 && notes_reaps() && !(options & WNOWAIT) && info->si_pid > 0 &&
+        (info->si_code == CLD_EXITED || info->si_code == CLD_KILLED ||
+         info->si_code == CLD_DUMPED))
+        ma_reaps_note(info->si_pid);
+    return rc;
 }
 
 /* ---- daemons ---- */
@@ -682,7 +659,7 @@ static bool leave_placement(void)
 {
     if (!ma_cfg.active || !moved())
         return false;
-    REAL(sched_setaffinity)(0, sizeof self.original, &self.original);
+    back_to_original();
     ma_memory_leave_policy();
     return true;
 }
@@ -696,6 +673,14 @@ static int resume_placement(int rc)
     return rc;
 }
 
+/* A child that executes a program (nginx's binary upgrade) is no worker
+ * of its parent's: it says so, and is followed no more. */
+static void say_exec(void)
+{
+    if (ma_cfg.active && self.report.fd >= 0 && in_own_process())
+        ma_channel_farewell();
+}
+
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
     /* No pthread_once here: execve runs between fork and exec, where only
@@ -707,6 +692,7 @@ EXPORT int execve(const char *path, char *const argv[], char *const envp[])
         errno = ENOSYS;
         return -1;
     }
+    say_exec();
     if (ma_cfg.active && self.report.fd >= 0 && same_program(path))
         return execve_carrying(path, argv, envp);
     if (leave_placement())
@@ -728,6 +714,7 @@ EXPORT int execvp(const char *file, char *const argv[])
         errno = ENOSYS;
         return -1;
     }
+    say_exec();
     if (leave_placement())
         return resume_placement(next(file, argv));
     return next(file, argv);

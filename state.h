@@ -1,17 +1,16 @@
 /* libmasteraff: what the interposers (shim.c), the master's decisions
- * (decide.c) and its listener (listener.c) share: the process's role, its
- * children, its descriptors, the real definitions, and the lock.
+ * (decide.c), its channel (channel.c), its sleep (sleep.c) and its reaps
+ * (reaps.c) share: the process's role, its children, its descriptors, the
+ * real definitions, and the lock.
  *
- * The calls go one way: shim.c calls into decide.c and listener.c, the
- * listener hands each event to decide.c, and decide.c calls neither. All
- * three use state.c.
- *
- * The lock: the listener thread does all its libc work (logging, reading
- * sysfs and /proc, localtime) while holding `lock`, and fork() holds it
- * across the real fork, so a child never inherits a libc lock or a
- * descriptor taken by the listener. Everything below is read and written
- * under it, but in the child between fork and its return (which has one
- * thread) and before the first fork (which has no listener). */
+ * The master has no thread of the library's: everything the library does
+ * in it runs on the program's own threads, at its forks, in its sleep
+ * (sigsuspend) and at its affinity calls. The lock only keeps two threads
+ * of a program that has several (and forks from more than one) out of each
+ * other's way; whoever holds it blocks every signal, so that no handler of
+ * the program's can come back into the library on the same thread. fork()
+ * holds it across the real fork; the child, which has one thread, finds it
+ * unlocked. */
 #ifndef MASTERAFF_STATE_H
 #define MASTERAFF_STATE_H
 
@@ -20,9 +19,12 @@
 #include "internal.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,11 +35,15 @@ typedef int pthread_setaffinity_np_fn(pthread_t, size_t, const cpu_set_t *);
 typedef int execve_fn(const char *, char *const[], char *const[]);
 typedef pid_t setsid_fn(void);
 typedef int execvp_fn(const char *, char *const[]);
+typedef int sigsuspend_fn(const sigset_t *);
+typedef pid_t wait4_fn(pid_t, int *, int, struct rusage *);
+typedef int waitid_fn(idtype_t, id_t, siginfo_t *, int);
 
 /* The definitions the program would call without the library. */
 struct ma_real {
     void *fork, *sched_setaffinity, *sched_getaffinity,
-        *pthread_setaffinity_np, *execve, *setsid, *execvp;
+        *pthread_setaffinity_np, *execve, *setsid, *execvp, *sigsuspend,
+        *wait4, *waitid;
 };
 extern struct ma_real real;
 
@@ -46,7 +52,8 @@ void *ma_next_definition(void **slot, const char *name);
 #define REAL(name) ((name##_fn *)ma_next_definition(&real.name, #name))
 
 /* A descriptor the library made, and which file it is: the program may
- * close the number and get it back for a file of its own. */
+ * close the number and get it back for a file of its own. Each of the
+ * library's descriptors is a socket, whose inode no other file shares. */
 struct owned_fd {
     int fd; /* or -1 */
     dev_t dev;
@@ -59,14 +66,14 @@ struct owned_fd {
  * child shares it with its parent, and must leave it alone. */
 struct ma_self {
     pid_t pid;         /* the process it describes */
-    struct owned_fd report; /* channel to the parent */
+    struct owned_fd report; /* the end of its parent's channel it reports on */
     pid_t parent;      /* who the channel leads to */
-    bool listening;    /* its listener thread runs */
     bool gave_up;      /* could not become a master; logged once */
-    unsigned warned_gen; /* the generation whose children got no channel,
-                            said; 0: none */
-    struct owned_fd epoll; /* a master's set of channels to its children */
-    struct owned_fd wake; /* an eventfd in that set: a fork wakes the listener */
+    struct owned_fd channel; /* a master's end, which it reads */
+    struct owned_fd children_end; /* the end its children inherit */
+    bool sleeper;      /* it waits for work in sigsuspend (nginx) */
+    unsigned wakes;    /* its returns from sigsuspend so far */
+    unsigned forked_in_wake; /* the wake-up of its last fork, plus 1 */
     cpu_set_t original;
     cpu_set_t placed;  /* the mask the master was last given */
     cpu_set_t asked;   /* the mask last asked of the kernel for its threads,
@@ -94,20 +101,12 @@ struct ma_start {
 };
 extern struct ma_start start;
 
-/* The units of the master's own CPUs, read when it starts listening, so
- * that following a worker reads no file. What could not be read then is
- * read, and its failure said, when a worker needs it. */
+/* The units of the master's CPUs, read as workers need them. */
 extern struct ma_topology topology;
-
-extern pthread_mutex_t lock;
-
-/* Forks waiting for the lock, which the listener's read-ahead lets pass:
- * a mutex just unlocked goes to whoever asks first, often its unlocker. */
-extern int forks_waiting;
 
 static inline bool is_master(void)
 {
-    return self.epoll.fd >= 0;
+    return self.channel.fd >= 0;
 }
 
 /* False in a vfork child, which runs on its parent's memory. */
@@ -128,35 +127,35 @@ static inline uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-/* ---- state.c: descriptors, closed only while their number is still
- * ours. Async-signal-safe: they run in children between fork and return. */
+/* ---- state.c: the lock, and descriptors closed only while their number
+ * is still ours. The descriptor calls are async-signal-safe: they run in
+ * children between fork and return. */
+
+/* Takes the lock with every signal blocked; *old gets the mask to give
+ * back to ma_unlock. */
+void ma_lock(sigset_t *old);
+void ma_unlock(const sigset_t *old);
+/* In a child between fork and return: the lock is free again. */
+void ma_lock_after_fork(void);
 
 void ma_close_keeping_errno(int fd);
 struct owned_fd ma_own(int fd);
-bool ma_same_file(int fd, dev_t dev, ino_t ino);
 bool ma_is_ours(const struct owned_fd *o);
 void ma_release(struct owned_fd *o);
-/* The data of the eventfd's entry in the library's epoll set ("masteraf"):
- * no entry of the program's under the eventfd's number carries it. */
-#define MA_WAKE_MARK 0x6d61737465726166ULL
-bool ma_epoll_is_ours(void);
-bool ma_channel_is_ours(const struct ma_child *c);
 
 /* Closes what is still ours of the master's descriptors. */
 void ma_stop_being_master(void);
-/* The same in a child between fork and return, after the fork's check. */
-void ma_stop_being_master_after_fork(void);
+
+/* Whether the master's descriptors are still the library's; if not, it
+ * stops being a master, and says so. */
+bool ma_still_master(void);
+
+/* The mask to ask the kernel for, to put a thread back on the original
+ * mask. Async-signal-safe. */
+void ma_original_request(cpu_set_t *out);
 
 /* Says once why this process will not follow its children. */
 void ma_give_up(const char *what, int err);
-
-void ma_lock_for_fork(void);
-
-/* Wakes the listener, which may be asleep with no timeout, to take a new
- * time into account. */
-/* The listener thread's id, once it runs. */
-extern pid_t listener_tid;
-void ma_wake_listener(void);
 
 /* ---- decide.c: the master's decisions and their log lines ---- */
 
@@ -166,18 +165,21 @@ void ma_place_at_start(int argc, char **argv);
 /* Acts on the leader choice after any event. */
 void ma_apply_decision(void);
 
+/* Whether the library ever asked the kernel for this process's mask (in
+ * it, or in the parent it was forked from). Async-signal-safe. */
+bool ma_library_asked(void);
+
 /* After a fork: the touch-up of the pages its copies dirtied, and, for the
  * first child of a start or reload, the check that a child pinned. */
 void ma_plan_touch_up(void);
 void ma_plan_pin_check(const struct ma_place *place);
 /* Whether the master's mask is still the library's: a cpuset change
- * (cpuset, the CPUs read outside the lock, or NULL when unknown) is
- * followed, a mask the program or an administrator set is taken. */
+ * (cpuset, the CPUs just read, or NULL when unknown) is followed, a mask
+ * the program or an administrator set is taken. */
 void ma_check_own_mask(const cpu_set_t *cpuset);
 
-/* The timed decisions, when due. */
-void ma_touch_up_if_due(void);
-void ma_check_pins_if_due(void);
+/* The timed decisions that are due. */
+void ma_run_due_decisions(void);
 
 /* The earliest time a decision is due, or 0 for none. */
 uint64_t ma_decisions_due(void);
@@ -188,23 +190,49 @@ void ma_decisions_forget(void);
 
 /* ---- cpuset.c: the CPUs of the process's cpuset ---- */
 
-/* Reads them, outside the lock. Returns 0, or -1 when they cannot be
- * read (no cgroup file system, no cpuset controller). *reads, if not
- * NULL, is set to the read system calls it made. */
+/* Reads them. Returns 0, or -1 when they cannot be read (no cgroup file
+ * system, no cpuset controller). *reads, if not NULL, is set to the read
+ * system calls it made. */
 int ma_cpuset_cpus(cpu_set_t *out, unsigned *reads);
 
-/* In a child between fork and return: the reader's mutex unlocked.
- * Async-signal-safe. */
-void ma_cpuset_after_fork(void);
+/* Whether the kernel keeps a mask a thread asked for within its cpuset
+ * when the cpuset's CPUs change (Linux 6.2 and later), rather than giving
+ * the thread all of them. */
+bool ma_kernel_keeps_requests(void);
 
-/* ---- listener.c: the thread that reads the children's channels ---- */
+/* ---- channel.c: the one channel all of a master's children report on */
 
-int ma_start_listener(void);
+/* At the master's first fork: makes it. Returns 0, or -1 with errno. */
+int ma_channel_open(void);
 
-/* Before a fork: what children said (or their deaths) up to now. */
-void ma_drain_channels(void);
+/* In a child that pinned itself: tells its parent its new mask. */
+void ma_channel_report(void);
 
-/* No longer listens to child c: its channel is closed. */
-void ma_stop_listening(struct ma_child *c);
+/* In a child about to execute a program: tells its parent to follow it no
+ * more. Async-signal-safe. */
+void ma_channel_farewell(void);
+
+/* Reads at most budget reports and hands each to the brood and the
+ * decisions. Returns how many it read. */
+unsigned ma_channel_read(unsigned budget);
+
+/* ---- reaps.c: the children the program collected (waitpid & co) ---- */
+
+/* Async-signal-safe: in the interposed wait functions, which nginx calls
+ * from its SIGCHLD handler. Notes pid as reaped. */
+void ma_reaps_note(pid_t pid);
+
+/* Hands each reap noted since the last call to the brood: the deaths of
+ * its children. Returns how many. */
+unsigned ma_reaps_collect(void);
+
+/* ---- sleep.c: the master's sleep ---- */
+
+/* The interposed sigsuspend of a master: waits for a signal as sigsuspend
+ * does, and reads the channel meanwhile. */
+int ma_sleep(const sigset_t *mask);
+
+/* The events of a wake-up or a fork: reaps, then reports. */
+void ma_take_events(unsigned budget);
 
 #endif

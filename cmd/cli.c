@@ -27,29 +27,44 @@ static void report_failure(const char *fmt, va_list ap)
     free(message);
 }
 
+/* Says the failure on stderr, or as the plugin line "MASTERAFF WORD - ..."
+ * with plugin_status under --check, and exits. */
+static _Noreturn void vfail(int status, const char *word, int plugin_status,
+                            const char *fmt, va_list ap)
+{
+    va_list again;
+    if (plugin_mode) {
+        printf("MASTERAFF %s - %s: ", word, me);
+        vprintf(fmt, ap);
+        putchar('\n');
+        exit(plugin_status);
+    }
+    va_copy(again, ap);
+    fprintf(stderr, "%s: ", me);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    if (status == EXIT_USAGE)
+        fprintf(stderr, "Try 'masteraff --help' for more information.\n");
+    else if (failure_report)
+        report_failure(fmt, again);
+    va_end(again);
+    exit(status);
+}
+
 _Noreturn void fail(int status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    if (plugin_mode) {
-        printf("MASTERAFF UNKNOWN - %s: ", me);
-        vprintf(fmt, ap);
-        va_end(ap);
-        putchar('\n');
-        exit(EXIT_PLUGIN_UNKNOWN);
-    }
-    fprintf(stderr, "%s: ", me);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    if (status == EXIT_USAGE)
-        fprintf(stderr, "Try 'masteraff --help' for more information.\n");
-    else if (failure_report) {
-        va_start(ap, fmt);
-        report_failure(fmt, ap);
-        va_end(ap);
-    }
-    exit(status);
+    vfail(status, "UNKNOWN", EXIT_PLUGIN_UNKNOWN, fmt, ap);
+}
+
+/* A master that is not running is what a monitoring plugin reports as
+ * critical (as check_procs does), not a plugin that cannot tell. */
+_Noreturn void fail_not_running(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(EXIT_RUNTIME, "CRITICAL", EXIT_PLUGIN_CRITICAL, fmt, ap);
 }
 
 _Noreturn void out_of_memory(void)

@@ -40,7 +40,9 @@ enum {
     OPT_TEXTFILE,
 };
 
-/* Exit status of a monitoring plugin that cannot tell (status --check). */
+/* Exit statuses of a monitoring plugin (status --check): the master not
+ * running, and a plugin that cannot tell. */
+#define EXIT_PLUGIN_CRITICAL 2
 #define EXIT_PLUGIN_UNKNOWN 3
 
 extern const char usage_text[];
@@ -58,6 +60,10 @@ extern void (*failure_report)(const char *message);
 
 _Noreturn void fail(int status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* fail() for a master that is not running: under --check the plugin line
+ * is CRITICAL, with exit status 2. */
+_Noreturn void fail_not_running(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
 _Noreturn void out_of_memory(void);
 char *xstrdup(const char *s);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

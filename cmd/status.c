@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,19 +80,49 @@ static void print_table(const struct table *t)
 
 /* ---- output ---- */
 
-/* Which libnuma the library opened: the system's, or the copy in its own
- * directory (an image without libnuma). */
+/* Whether dir (its length len) is one the loader searches by default, as
+ * glibc's (with Debian's multiarch directories) and musl's do: a libnuma
+ * there is the system's, even beside a library installed there too. */
+static bool system_library_dir(const char *dir, size_t len)
+{
+    static const char *const roots[] = {"/lib", "/usr/lib", "/usr/local/lib",
+                                        "/lib64", "/usr/lib64"};
+    for (size_t i = 0; i < sizeof roots / sizeof *roots; i++) {
+        size_t n = strlen(roots[i]);
+        if (len < n || strncmp(dir, roots[i], n) != 0)
+            continue;
+        if (len == n)
+            return true;
+        /* One multiarch level below: "/usr/lib/x86_64-linux-gnu". */
+        if (dir[n] == '/' && !memchr(dir + n + 1, '/', len - n - 1) &&
+            memmem(dir + n, len - n, "-linux-", 7))
+            return true;
+    }
+    return false;
+}
+
+/* Which libnuma the library opened: the system's (the loader found it),
+ * or the copy in its own directory (an image without libnuma), which the
+ * library opens only when the system has none. */
 static void print_numa(const struct library *lib)
 {
     const char *slash = strrchr(lib->path, '/');
+    const char *numa_slash = lib->numa ? strrchr(lib->numa, '/') : NULL;
     size_t dir = slash ? (size_t)(slash - lib->path) + 1 : 0;
-    if (!lib->numa)
+    if (!lib->numa && lib->numa_refused)
+        printf("libnuma: not loaded; the copy beside the library would not "
+               "be: %s\n", lib->numa_refused);
+    else if (!lib->numa)
         printf("libnuma: not loaded (no memory moved yet, or none found)\n");
+    else if (numa_slash &&
+             system_library_dir(lib->numa, (size_t)(numa_slash - lib->numa)))
+        printf("libnuma: %s, the system's\n", lib->numa);
     else if (dir && strncmp(lib->numa, lib->path, dir) == 0 &&
              !strchr(lib->numa + dir, '/'))
         printf("libnuma: %s, beside the library\n", lib->numa);
     else
-        printf("libnuma: %s, the system's\n", lib->numa);
+        printf("libnuma: %s, the system's (found by the loader's search)\n",
+               lib->numa);
 }
 
 static void print_library(const struct library *lib)
@@ -166,6 +197,12 @@ static bool parse_pid(const char *s, pid_t *out)
     return true;
 }
 
+/* Who a pid file speaks for: nginx's, or any other master's. */
+static const char *whose(const char *path)
+{
+    return strcmp(path, DEFAULT_PIDFILE) == 0 ? "nginx" : "the master";
+}
+
 static pid_t pid_from_file(const char *path)
 {
     char buf[64];
@@ -174,6 +211,10 @@ static pid_t pid_from_file(const char *path)
     int err;
     pid_t pid;
 
+    if (!f && errno == ENOENT)
+        fail_not_running("%s is not running: no pid file %s (give the "
+                         "master's pid, or its pid file if it is elsewhere)",
+                         whose(path), shortened(path));
     if (!f)
         fail(EXIT_RUNTIME, "cannot read pid file %s: %s", shortened(path),
              strerror(errno));
@@ -187,6 +228,10 @@ static pid_t pid_from_file(const char *path)
     buf[strcspn(buf, "\n")] = '\0';
     if (!parse_pid(buf, &pid))
         fail(EXIT_RUNTIME, "pid file %s does not hold a pid", shortened(path));
+    if (kill(pid, 0) < 0 && errno == ESRCH)
+        fail_not_running("%s is not running: its pid file %s names process "
+                         "%d, which has exited",
+                         whose(path), shortened(path), (int)pid);
     return pid;
 }
 

@@ -54,6 +54,9 @@ struct library {
     char *path;     /* libmasteraff mapped in the master; NULL: none */
     char *numa;     /* the libnuma mapped there, the system's or the copy
                        beside the library; NULL: none */
+    char *numa_refused; /* with none mapped, why the library would not
+                           load the copy beside it; NULL: no such copy, or
+                           one it would load */
     char *value[N_VARS]; /* as the master's environment set them; NULL: unset */
     const char *settings_from; /* "environ", "memory"; NULL: not readable */
     int settings_error;        /* why not */

@@ -131,6 +131,8 @@ static void json_library(const struct library *lib)
     json_string_or_null(lib->path);
     printf(",\"libnuma\":");
     json_string_or_null(lib->numa);
+    printf(",\"libnuma_refused\":");
+    json_string_or_null(lib->numa_refused);
     printf(",\"settings_from\":");
     json_string(lib->settings_from ? lib->settings_from : "defaults");
     printf(",\"settings\":{");

@@ -8,11 +8,14 @@
  * [heap] through /proc/PID/mem, which takes the right to ptrace it (root). */
 #define _GNU_SOURCE
 #include "status.h"
+#include "loadable.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 const char *const var_names[N_VARS] = {
@@ -195,10 +198,31 @@ static void read_settings(pid_t pid, const struct heap *heap,
     lib->settings_error = errno;
 }
 
+/* Why the library in pid would not load the copy of libnuma beside it,
+ * by its rule (loadable.c), reading the master's files as it sees them. */
+static void judge_numa_copy(pid_t pid, struct library *lib)
+{
+    char root[64], why[PATH_MAX + 128], *dir, *file;
+    struct stat st;
+    snprintf(root, sizeof root, "/proc/%d/root", (int)pid);
+    file = xasprintf("%s%s", root, lib->path);
+    dir = xstrdup(lib->path);
+    *strrchr(dir, '/') = '\0';
+    /* The mapped file's path, as maps gives it: without symbolic links. */
+    if (!strstr(lib->path, " (deleted)") && stat(file, &st) == 0 &&
+        ma_loadable(root, *dir ? dir : "/", "libnuma.so.1", st.st_uid, why,
+                    sizeof why) == 1)
+        lib->numa_refused = xstrdup(why);
+    free(file);
+    free(dir);
+}
+
 void read_library(pid_t pid, struct library *lib)
 {
     struct heap heap = {0};
     memset(lib, 0, sizeof *lib);
     read_maps(pid, lib, &heap);
+    if (lib->path && !lib->numa)
+        judge_numa_copy(pid, lib);
     read_settings(pid, &heap, lib);
 }

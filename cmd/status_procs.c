@@ -148,9 +148,11 @@ static struct proc *new_proc(struct table *t, pid_t pid,
 void add_master(struct table *t, pid_t pid)
 {
     struct proc *p = new_proc(t, pid, 0);
-    if (read_process(p, pid) < 0)
-        fail(EXIT_RUNTIME, "process %d: %s", (int)pid,
-             errno == ENOENT ? "no such process" : strerror(errno));
+    if (read_process(p, pid) < 0) {
+        if (errno == ENOENT)
+            fail_not_running("process %d is not running", (int)pid);
+        fail(EXIT_RUNTIME, "process %d: %s", (int)pid, strerror(errno));
+    }
     t->n++;
 }
 

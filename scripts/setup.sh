@@ -34,3 +34,31 @@ tree_root() {
        echo "$T/$1" ;;
     esac
 }
+
+# stats FILE K: "median min max" of column K of FILE, or "NaN NaN NaN"
+# when a value there is "-" (not measured), as gnuplot skips it.
+stats() {
+    local v
+    if awk -v k="$2" '$k == "-" { f = 1 } END { exit !f }' "$1"; then
+        echo NaN NaN NaN
+    else
+        v=$(awk -v k="$2" '{ print $k }' "$1" | sort -n)
+        echo "$(median <<<"$v") $(head -1 <<<"$v") $(tail -1 <<<"$v")"
+    fi
+}
+
+# When the measurement began, for data_header.
+MEASURED=$(date -u '+%F %H:%M')
+
+# data_header FILE SCRIPT ARGS...: starts the data file a script's
+# figures go to (for scripts/plots): the machine, the date and the command
+# as comments, so that a plot says where and when it was measured.
+data_header() {
+    local file=$1 script=$2
+    shift 2
+    mkdir -p "$(dirname "$file")" || return 1
+    {
+        echo "# machine: $(nproc) CPUs, $(uname -sr), $("$NGINX" -v 2>&1 | sed 's/.*: //'), measured $MEASURED UTC"
+        echo "# command: scripts/$script $*"
+    } >"$file"
+}

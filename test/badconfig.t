@@ -28,9 +28,10 @@ bad() {
     local var=$1 val=$2 a line lines missing=""
     shift 2
     run_nginx "$var=$val"
-    # An active library starts its listener at the master's first fork,
-    # before any worker pins: one thread now means it never will.
-    is "$(threads_of "$m")" 1 "$var=\"$val\": the master runs one thread, no listener"
+    # An active library makes its channel, a datagram socket pair, at the
+    # master's first fork, before any worker pins: none now means it never
+    # will.
+    is "$(library_sockets "$m" | wc -l)" 0 "$var=\"$val\": the master holds no socket of the library's"
     is "$(cpus_of "$m")" 0-1 "$var=\"$val\": master not moved"
     is "$(grep -c masteraff "$T/error.log")" 1 "$var=\"$val\": error.log has the line too, once"
     is "$(grep -c "masteraff: .*$var=\"$val\" is not valid" "$T/error.log")" 1 \
@@ -71,7 +72,8 @@ run_nginx MASTERAFF_SCOPE=package MASTERAFF_MIGRATE=off 'MASTERAFF_PROGRAMS=ngin
 wait_for "[ \"\$(cpus_of $m)\" = 1 ]"
 is "$(cpus_of "$m")" 1 "a good value for every variable: master follows worker 0 to CPU 1"
 is "$(cat "$T/stderr")" "" "a good value for every variable: nothing on stderr"
-is "$(threads_of "$m")" 2 "a good value for every variable: the master runs the library's listener"
+is "$(channel_faults "$m")" "" "a good value for every variable: the master holds the library's channel, each child its end"
+is "$(threads_of "$m")" 1 "a good value for every variable: the master runs one thread, as nginx alone"
 grep -q "masteraff: master $m stays on CPUs 1 (package 1), placed there at start for worker $w0" "$T/error.log"
 ok $? "a good value for every variable: error.log has the line for the placement at start"
 stop_nginx

@@ -87,7 +87,7 @@ needed=$(LC_ALL=C readelf -d "$built" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*
 is "$needed" "libc.so " "the build stage makes a musl library where LD_PRELOAD points (${src%/}$preload)"
 # musl's crti.o makes _init and _fini global in every shared library.
 exported=$(nm -D --defined-only "$built" 2>/dev/null | awk '$3 !~ /^_(init|fini)$/ {print $3}' | sort | tr '\n' ' ')
-is "$exported" "execv execve execvp fork pthread_setaffinity_np sched_getaffinity sched_setaffinity setsid " \
+is "$exported" "execv execve execvp fork pthread_setaffinity_np sched_getaffinity sched_setaffinity setsid sigsuspend wait wait3 wait4 waitid waitpid " \
     "it exports the interposed functions alone"
 out=$(env -u MASTERAFF_LIBRARY "$cmd" --log notice true 2>&1)
 grep -q "nor as /usr/lib/libmasteraff.so" <<<"$out"

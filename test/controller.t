@@ -10,7 +10,7 @@
 #
 # ingress-nginx's executable name matches the default MASTERAFF_PROGRAMS
 # (nginx*): its environment names the server alone, MASTERAFF_PROGRAMS=nginx,
-# as README's "With nginx" says. The last part shows why.
+# as docs/nginx.md says. The last part shows why.
 . "$(dirname "$0")/lib.sh"
 PORT=18421
 

@@ -103,6 +103,19 @@ reload_to() {
         wait_for "[ \$(workers | wc -w) -eq 2 ]"
 }
 
+# start_following LABEL: nginx in a cpuset of CPUs 0-1 with
+# worker_cpu_affinity 10 01, the master on worker 0's CPU 1; sets m, w0
+# and w1.
+start_following() {
+    make_twopkg
+    write_conf "10 01"
+    cg_make 0-1
+    start_in_cpuset
+    wait_pinned_workers
+    wait_for "[ \"\$(cpus_of $m)\" = 1 ]"
+    ok $? "$1: the master is on worker 0's CPU 1"
+}
+
 # ---- the issue's case: a one-CPU cpuset widened, then a reload that
 # pins worker 0 on the new CPU ----
 case_widen() {
@@ -134,13 +147,7 @@ case_widen() {
 # back; an administrator's mask after that still wins ----
 case_shrink_following() {
     local label="shrunk and widened, worker_cpu_affinity 10 01" cm w0
-    make_twopkg
-    write_conf "10 01"
-    cg_make 0-1
-    start_in_cpuset
-    wait_pinned_workers
-    wait_for "[ \"\$(cpus_of $m)\" = 1 ]"
-    ok $? "$label: the master is on worker 0's CPU 1"
+    start_following "$label"
     cg_set 0
     wait_for "[ \"\$(cpus_of $m)\" = 0 ] && [ \"\$(cpus_of $w0)\" = 0 ]"
     ok $? "$label: the kernel moves the master and worker 0 to CPU 0"

@@ -8,13 +8,7 @@
 # mount, lays the cgroup2 files over the cgroup2 mount point, and writes
 # them as the kernel changes the v1 cpuset (this kernel rewrites the tasks'
 # masks by the same rule for v1 and v2).
-if [ -z "${MASTERAFF_CPUSET2_NS:-}" ]; then
-    if ! why=$(unshare -m --propagation private true 2>&1); then
-        echo "1..0 # SKIP no private mount namespace: ${why:-unshare failed}"
-        exit 0
-    fi
-    MASTERAFF_CPUSET2_NS=1 exec unshare -m --propagation private bash "$0" "$@"
-fi
+. "$(dirname "$0")/privatens.sh"
 . "$(dirname "$0")/lib.sh"
 . "$SRCDIR/test/cpuset.sh"
 

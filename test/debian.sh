@@ -17,12 +17,24 @@ minbase_tarball() {
     if [ ! -s "$tar" ]; then
         mkdir -p "$CACHE"
         debootstrap --variant=minbase "$SUITE" "$dir" "$MIRROR" >"$T/debootstrap.log" 2>&1 || {
-            sed 's/^/#   /' "$T/debootstrap.log" | tail -20 >&2; return 1; }
+            debootstrap_failed "$dir"; return 1; }
         rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/*
         tar -C "$dir" -c . >"$tar.tmp" && mv "$tar.tmp" "$tar"
         rm -rf "$dir"
     fi
     echo "$tar"
+}
+
+# Why debootstrap failed, on stderr (the caller's stdout is the tarball's
+# name): its own output says little more than "see debootstrap.log", a
+# file in the tree that the test's cleanup removes, so its last lines too.
+debootstrap_failed() { # debootstrap_failed DIR
+    echo "# debootstrap --variant=minbase $SUITE from $MIRROR failed:" >&2
+    sed 's/^/#   /' "$T/debootstrap.log" | tail -20 >&2
+    if [ -s "$1/debootstrap/debootstrap.log" ]; then
+        echo "# the last lines of its $1/debootstrap/debootstrap.log:" >&2
+        sed 's/^/#   /' "$1/debootstrap/debootstrap.log" | tail -30 >&2
+    fi
 }
 
 # The key of minbase_tarball's recipe.

@@ -10,8 +10,8 @@
  *             works (the library's socketpair cannot), twice.
  *   forkfail  run under RLIMIT_NPROC=1 so that fork() fails: -1 with
  *             EAGAIN, and no socket left behind.
- *   forkok    run under RLIMIT_NPROC=2: fork() works (one child at a time),
- *             though the library cannot have a thread and a child at once.
+ *   forkok    run under RLIMIT_NPROC=2: fork() works (one child at a time);
+ *             the library, which starts no thread, needs no more.
  */
 #define _GNU_SOURCE
 #include <dirent.h>

@@ -37,43 +37,49 @@ thread_cpus() {
 
 fresh_logs() { : >"$T/error.log"; : >"$T/stderr"; }
 
-# ---- descriptors: the library yields first ----
+# ---- descriptors: the library takes 2 ----
 #
 # nginx needs a socketpair for each child it forks, and during a reload it
-# holds the old children's and the new ones' at once: with 16 workers, a
-# cache manager and a loader, a soft limit of 80 is just enough for nginx
-# alone. With the library, it must still be: the library keeps a few
-# descriptors free after each fork, giving up later children's channels
-# and closing those it can best do without, and says so once per start or
-# reload.
+# holds the old children's and the new ones' at once (its workers raise
+# their own limit: worker_rlimit_nofile). With 16 workers, a cache manager
+# and a loader, nginx alone reloads under a soft limit of 78, not 77; the
+# library holds 2 descriptors in the master whatever the number of
+# children: with it 80 is just enough. test/nofile.t tries such a limit
+# with hundreds of workers.
 
 write_conf "auto" "worker_rlimit_nofile 1024;"
 sed -i 's/worker_processes 2;/worker_processes 16;/' "$T/nginx.conf"
+failures() { grep -E '\[(alert|emerg|crit)\]' "$T/error.log"; }
 reload_under_limit() { # reload_under_limit start_nginx|start_nginx_without
-    local old
+    local old kids
     fresh_logs
     (ulimit -Sn 80 && "$1")
     wait_workers 16
     m=$(master_pid)
+    wait_for "[ \$(pgrep -P $m | wc -l) -eq 18 ] || failures >/dev/null"
     old=$(workers)
+    kids=$(pgrep -P "$m" | tr '\n' ' ')
     kill -HUP "$m"
+    # The reload forks 16 workers, a cache manager and a loader: all of
+    # them, or nginx says which it could not.
+    wait_for "[ \$(children_but '$kids' | wc -w) -eq 18 ] || failures >/dev/null"
     wait_for "[ \$(new_workers '$old' | wc -w) -eq 16 ]"
-    sleep 0.5
     new=$(new_workers "$old" | wc -w)
 }
 for how in start_nginx_without start_nginx; do
     reload_under_limit "$how"
     is "$new" 16 "$how, soft limit 80: a reload starts 16 new workers"
-    grep -E '\[(alert|emerg|crit)\]' "$T/error.log" | sed 's/^/# /'
-    ! grep -qE '\[(alert|emerg|crit)\]' "$T/error.log"
+    failures | sed 's/^/# /'
+    ! failures >/dev/null
     ok $? "$how: nginx reports no failure (no socketpair() alert)"
     serves
     ok $? "$how: nginx serves"
+    if [ "$how" = start_nginx ]; then
+        is "$(channel_faults "$m")" "" "$how: the master holds the library's pair, each child its end, no more"
+        is "$(count_lines '\[warn\]')" 0 "$how: the library has nothing to warn about"
+    fi
     stop_nginx
 done
-n=$(count_lines 'stops following its children at child [0-9]* of the latest start or reload (pid [0-9]*, .*): too few descriptors left for the program (soft RLIMIT_NOFILE 80, of which the library keeps 8 free')
-[ "$n" -ge 1 ] && [ "$n" -le 2 ]
-ok $? "a warn line says from which child on the library stopped following, and why, at most once for the start and once for the reload ($n)"
 
 # ---- no topology: sysfs missing or damaged ----
 
@@ -157,9 +163,13 @@ is "$(err_lines | grep -vc 'loaded in')" 1 \
 
 relay "stopped parent, without the library" run_plain orphan stopped
 relay "stopped parent, with the library" run_lib orphan stopped channel
-is "$(err_lines | grep -c 'keeps reporting; no longer listening to it')" 1 \
-    "stopped parent: running again, it drops the child that pinned 20000 times, in one line"
-diag "stopped parent: $(err_lines | grep -c 'master [0-9]* -> CPUs') lines for the master following the child's re-pins first"
+# The children share one send buffer: once it is full a pin's report is
+# lost, which the child says, once.
+full=$(err_lines | grep -c 'cannot be told (its channel is full)')
+is "$full" 1 "stopped parent: the child says once that its channel is full, not at each of its 20000 pins"
+[ "$full" = 1 ] || err_lines | sed 's/^.*masteraff: /masteraff: /' | sort | uniq -c | sed 's/^/# /'
+# The parent reaps the child before it reads what the child said.
+is "$(err_lines | grep -c 'master [0-9]* -> CPUs')" 0 "stopped parent: running again, it does not follow the child it reaped"
 
 # ---- a multi-threaded master ----
 
@@ -171,7 +181,7 @@ ok $? "mtmaster started (master $mt, children $c0 $c1)"
 bg_pids+=("$mt" "$c0" "$c1")
 wait_for "[ \"\$(thread_cpus $mt)\" = 1 ]"
 is "$(thread_cpus "$mt")" 1 "every thread of the master ends on CPU 1, child 0's package"
-is "$(threads_of "$mt")" 5 "the master has its 4 threads and the library's listener"
+is "$(threads_of "$mt")" 4 "the master has its own 4 threads, none of the library's"
 is "$(cpus_of "$c0") $(cpus_of "$c1")" "1 0" "the children pinned themselves"
 grep -q "masteraff: master $mt -> CPUs 1 (package 1), following worker $c0 on CPU 1" "$T/err"
 ok $? "the library says so"
@@ -179,9 +189,9 @@ kill -USR1 "$mt"
 kill -9 "$c1"
 wait_for "grep -q '^SIGCHLD' '$T/mt.out'"
 grep -q '^SIGUSR1 main' "$T/mt.out"
-ok $? "SIGUSR1 went to the main thread (not the listener): $(grep '^SIGUSR1' "$T/mt.out")"
+ok $? "SIGUSR1 went to the main thread, the only one that takes it: $(grep '^SIGUSR1' "$T/mt.out")"
 grep -q '^SIGCHLD main' "$T/mt.out"
-ok $? "SIGCHLD went to the main thread (not the listener): $(grep '^SIGCHLD' "$T/mt.out")"
+ok $? "SIGCHLD went to the main thread, the only one that takes it: $(grep '^SIGCHLD' "$T/mt.out")"
 wait_for "! kill -0 $mt 2>/dev/null && ! kill -0 $c0 2>/dev/null"
 ok $? "mtmaster and its children are gone"
 
@@ -231,11 +241,12 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && command -v prlimit >/d
     relay "RLIMIT_NPROC=1, without the library" nproc_plain 1 forkfail
     relay "RLIMIT_NPROC=1, with the library" nproc_lib 1 forkfail
     err_lines | sed 's/^/# /'
-    # Two: fork() works, but the library cannot have its thread as well.
+    # Two: fork() works, one child at a time, and the library, which
+    # starts no thread, needs no more.
     relay "RLIMIT_NPROC=2, without the library" nproc_plain 2 forkok
     relay "RLIMIT_NPROC=2, with the library" nproc_lib 2 forkok
     err_lines | sed 's/^/# /'
-    is "$(err_lines | grep -c '\[warn\]')" 1 "RLIMIT_NPROC=2: one warn line says what the library skipped"
+    is "$(err_lines | grep -c '\[warn\]')" 0 "RLIMIT_NPROC=2: the library skips nothing, and says nothing"
 else
     ok 0 "fork failures # SKIP need root, setpriv, prlimit and uid 54321 unused"
 fi

@@ -5,6 +5,7 @@
 #define MASTERAFF_TEST_HELPERS_H
 
 #include <dirent.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,10 +63,36 @@ static inline int sockets_of_type(int want, int *last)
     return fds_matching(is_socket_of_type, want, last);
 }
 
-/* The library's channels are this process's SOCK_SEQPACKET descriptors. */
-static inline int seqpacket_fds(void)
+/* Blocks sig and gives it handler, as nginx does its signals: they run
+ * in its sigsuspend only, with *open, the mask from before, let in. */
+static inline void handle_in_sleep_only(int sig, void (*handler)(int),
+                                        sigset_t *open)
 {
-    return sockets_of_type(SOCK_SEQPACKET, NULL);
+    struct sigaction sa = {.sa_handler = handler};
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    sigprocmask(SIG_BLOCK, &one, open);
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, NULL);
+}
+
+/* Whether fd is an AF_UNIX datagram socket: the library's channel is
+ * the only kind a process of the tests holds. */
+static inline int is_unix_dgram(int fd, int unused)
+{
+    struct sockaddr_storage sa;
+    socklen_t len = sizeof sa;
+    (void)unused;
+    return is_socket_of_type(fd, SOCK_DGRAM) &&
+           getsockname(fd, (struct sockaddr *)&sa, &len) == 0 &&
+           sa.ss_family == AF_UNIX;
+}
+
+/* How many of them the process holds. */
+static inline int unix_dgrams(void)
+{
+    return fds_matching(is_unix_dgram, 0, NULL);
 }
 
 #endif

@@ -8,14 +8,8 @@
 # exists, so each step waits for an event, never for a guessed time.
 . "$(dirname "$0")/lib.sh"
 PORT=18423
-HOLD=$SRCDIR/test/holdpin.so
-
-[ -f "$HOLD" ] || { echo "Bail out! $HOLD is not built (make test/holdpin.so)"; exit 1; }
-
+use_holdpin
 make_twopkg
-# The workers run as nobody: they must reach the file to see it.
-chmod 711 "$T"
-export HOLDPIN_FILE=$T/hold
 
 # The master's children held before their pin, in fork order: nginx names
 # a worker only once it has pinned, so they still bear the master's title.

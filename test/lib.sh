@@ -311,6 +311,84 @@ need_programs() {
     done
 }
 
+# Workers that wait before they pin while $HOLDPIN_FILE exists, as on a
+# machine whose CPUs are all taken (test/holdpin.so, loaded before the
+# library as $HOLD): the workers run as nobody, and must reach the file.
+use_holdpin() {
+    HOLD=$SRCDIR/test/holdpin.so
+    need_programs holdpin.so
+    chmod 711 "$T"
+    export HOLDPIN_FILE=$T/hold
+}
+
+# ---- the library's channel, seen from outside ----
+#
+# A master's children report to it on one AF_UNIX datagram socket pair
+# (type 0002 in /proc/net/unix, u_dgr in ss), whatever their number: the
+# master holds both ends, each child the end it sends on. nginx's own
+# channels are stream socket pairs (0001) and nginx alone holds no datagram
+# socket, so a process's datagram sockets are the library's.
+
+# library_sockets PID...: "PID INODE" for each descriptor of those
+# processes that is an AF_UNIX datagram socket (one find and one awk for
+# any number of processes).
+library_sockets() {
+    [ $# -gt 0 ] || return 0
+    find $(printf '/proc/%s/fd ' "$@") -mindepth 1 -maxdepth 1 -lname 'socket:*' \
+        -printf '%h %l\n' 2>/dev/null |
+        awk 'NR == FNR { if ($5 == "0002") dgram["socket:[" $7 "]"]; next }
+             $2 in dgram { split($1, d, "/"); i = $2; gsub(/[^0-9]/, "", i); print d[3], i }' \
+            /proc/net/unix -
+}
+
+# channel_faults MASTER: one line for each way the channel departs from the
+# design, nothing when it does not. The master holds exactly two datagram
+# sockets, the two ends of one pair: one it reads, one shut for reading
+# (ss -e: "<->" and "-->"). Each child holds exactly one, that send-only
+# end: its reports reach the master, and no child can read a sibling's.
+# A child that exits meanwhile (a reload's old worker, the cache loader)
+# is no fault.
+channel_faults() {
+    local m=$1 kids line p
+    kids=$(pgrep -P "$m" | tr '\n' ' ')
+    awk -v m="$m" -v kids="$kids" '
+        FNR == NR { if ($1 == "u_dgr") { peer[$6] = $8; way[$6] = $9 }; next }
+        { n[$1]++; sock[$1] = $2; if ($1 == m) mine[n[m]] = $2 }
+        END {
+            if (n[m] != 2) {
+                print "master " m " holds " n[m] + 0 " datagram sockets, not 2"
+            } else if (peer[mine[1]] != mine[2] || peer[mine[2]] != mine[1]) {
+                print "master " m "\047s datagram sockets " mine[1] " and " mine[2] " are not one pair"
+            } else {
+                for (i = 1; i <= 2; i++)
+                    if (way[mine[i]] == "-->" && way[mine[3 - i]] == "<->") send = mine[i]
+                if (send == "")
+                    print "master " m "\047s pair is not one end read and one send-only (" way[mine[1]] " " way[mine[2]] ")"
+            }
+            k = split(kids, kid, " ")
+            for (i = 1; i <= k; i++) {
+                c = kid[i]
+                if (n[c] != 1)
+                    print "child " c " holds " n[c] + 0 " datagram sockets, not 1"
+                else if (send != "" && sock[c] != send)
+                    print "child " c " holds socket " sock[c] ", not the master\047s send-only end " send
+            }
+        }' <(ss -xae 2>/dev/null) <(library_sockets "$m" $kids) |
+        while IFS= read -r line; do
+            case $line in
+            "child "*) p=${line#child } && gone "${p%% *}" && continue ;;
+            esac
+            echo "$line"
+        done
+}
+
+# The kinds of process $1's anonymous descriptors (eventpoll, eventfd,
+# timerfd, signalfd), sorted, on one line.
+anon_inodes() {
+    find "/proc/$1/fd" -mindepth 1 -maxdepth 1 -lname 'anon_inode:*' -printf '%l\n' 2>/dev/null |
+        sort | tr '\n' ' ' | sed 's/ $//'
+}
+
 # ---- helpers shared by autocpuset.t and scenarios.t ----
 
 # make_cpuset CPUS: a cpuset of those CPUs (cgroup v1, or v2 with the

@@ -20,7 +20,8 @@ process_view() {
 }
 
 # A descriptor's target without inode numbers; a unix socket's with its type
-# (0001 stream, 0005 seqpacket) from /proc/net/unix.
+# (0001 stream, nginx's channels; 0002 datagram, the library's) from
+# /proc/net/unix.
 fd_kind() {
     local inode type
     case $1 in

@@ -1,18 +1,20 @@
 /* mtmaster: a multi-threaded master, for the library's sake (run it with
  * MASTERAFF_PROGRAMS=mtmaster).
  *
- * The main thread blocks SIGUSR1 and SIGCHLD, starts 3 threads (which keep
- * them blocked), then installs handlers and unblocks both in itself only.
- * It forks 2 children: child 0 pins itself to CPU 1 with
+ * The main thread blocks SIGUSR1, SIGCHLD and SIGALRM, starts 3 threads
+ * (which keep them blocked), then installs handlers and a 100 ms interval
+ * timer. It forks 2 children: child 0 pins itself to CPU 1 with
  * pthread_setaffinity_np, child 1 to CPU 0 with sched_setaffinity; both
  * then sleep until killed. It prints
  *
  *     ready MASTER CHILD0 CHILD1
  *
  * and waits for SIGUSR1 and SIGCHLD (the caller sends SIGUSR1 and kills a
- * child), up to 60 s, in ppoll with both unblocked: the only place where
- * the main thread takes signals. A handler run by another thread is seen
- * within 100 ms. Then it prints which thread ran each handler:
+ * child), up to 60 s, in sigsuspend with the three unblocked, as nginx's
+ * master waits: the only place where the main thread takes signals, and
+ * where the library, which has no thread, reads what the children say.
+ * The timer's ticks wake it to see a handler run by another thread. Then
+ * it prints which thread ran each handler:
  *
  *     SIGUSR1 main|thread TID
  *     SIGCHLD main|thread TID
@@ -21,7 +23,6 @@
  * thread. Children die with it (PR_SET_PDEATHSIG). */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -30,6 +31,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -45,6 +47,11 @@ static void on_chld(int sig)
 {
     (void)sig;
     chld_tid = (sig_atomic_t)syscall(SYS_gettid);
+}
+
+static void on_tick(int sig)
+{
+    (void)sig;
 }
 
 static void *idle(void *arg)
@@ -78,17 +85,19 @@ static pid_t child(int cpu, int how)
 
 int main(void)
 {
-    sigset_t both, none;
+    sigset_t these, none;
     struct sigaction sa;
+    struct itimerval tick = {{0, 100000}, {0, 100000}};
     pthread_t t[3];
     pid_t c0, c1, me = getpid();
 
     setvbuf(stdout, NULL, _IOLBF, 0);
-    sigemptyset(&both);
-    sigaddset(&both, SIGUSR1);
-    sigaddset(&both, SIGCHLD);
+    sigemptyset(&these);
+    sigaddset(&these, SIGUSR1);
+    sigaddset(&these, SIGCHLD);
+    sigaddset(&these, SIGALRM);
     sigemptyset(&none);
-    pthread_sigmask(SIG_BLOCK, &both, NULL);
+    pthread_sigmask(SIG_BLOCK, &these, NULL);
     for (int i = 0; i < 3; i++)
         if (pthread_create(&t[i], NULL, idle, NULL) != 0) {
             fprintf(stderr, "mtmaster: pthread_create failed\n");
@@ -101,6 +110,9 @@ int main(void)
     sigaction(SIGUSR1, &sa, NULL);
     sa.sa_handler = on_chld;
     sigaction(SIGCHLD, &sa, NULL);
+    sa.sa_handler = on_tick;
+    sigaction(SIGALRM, &sa, NULL);
+    setitimer(ITIMER_REAL, &tick, NULL);
 
     c0 = child(1, 0);
     c1 = child(0, 1);
@@ -110,10 +122,8 @@ int main(void)
     }
     printf("ready %d %d %d\n", (int)me, (int)c0, (int)c1);
 
-    for (int i = 0; i < 600 && !(usr1_tid && chld_tid); i++) {
-        struct timespec tick = {0, 100 * 1000 * 1000};
-        ppoll(NULL, 0, &tick, &none);
-    }
+    for (int i = 0; i < 600 && !(usr1_tid && chld_tid); i++)
+        sigsuspend(&none);
     printf("SIGUSR1 %s %d\n", usr1_tid == me ? "main" : "thread", (int)usr1_tid);
     printf("SIGCHLD %s %d\n", chld_tid == me ? "main" : "thread", (int)chld_tid);
     kill(c0, SIGKILL);

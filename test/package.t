@@ -158,6 +158,13 @@ out=$("$CMD" status --sysfs "$T/sys" "$T/nginx.pid" 2>&1)
 ok $? "masteraff status on the master exits 0" || sed 's/^/#   /' <<<"$out"
 grep -qw "$m" <<<"$out"
 ok $? "masteraff status names the master"
+# The library and the system's libnuma in one directory: the loader found
+# libnuma there, whatever is beside the library.
+if [ -z "$ROOT" ] && wait_for "grep -q libnuma /proc/$m/maps"; then
+    "$CMD" status --sysfs "$T/sys" "$T/nginx.pid" 2>&1 | grep -x "libnuma: .*, the system's" >/dev/null
+    ok $? "masteraff status names the libnuma of the installed library's directory the system's" ||
+        "$CMD" status --sysfs "$T/sys" "$T/nginx.pid" 2>&1 | sed 's/^/#   /'
+fi
 stop_nginx
 : >"$T/error.log"
 

@@ -130,12 +130,12 @@ is "$(sample "$T/prom" masteraff_library_loaded) $(sample "$T/prom" 'masteraff_v
 stop_nginx
 "$CMD" status --textfile="$T/textfiles" "$T/nginx.pid" >"$T/out" 2>&1
 is "$?" 1 "no master: status --textfile exits 1"
-grep -q "cannot read pid file" "$T/out"
+grep -q "the master is not running: no pid file $T/nginx.pid" "$T/out"
 ok $? "and says why on stderr" || sed 's/^/#   /' "$T/out"
 check_metrics "$F" "no master"
 is "$(sample "$F" masteraff_up) $(sample "$F" 'masteraff_verdict{verdict="unknown"}') $(sample "$F" masteraff_verdict_code)" \
     "0 1 3" "the textfile says masteraff_up 0, verdict unknown (code 3)"
-grep -q '^# masteraff status: cannot read pid file' "$F"
+grep -q '^# masteraff status: the master is not running: no pid file' "$F"
 ok $? "with the reason as a comment"
 "$CMD" status --prometheus 99999999 >"$T/prom" 2>/dev/null
 is "$(sample "$T/prom" masteraff_up)" 0 "--prometheus on a pid that does not exist: masteraff_up 0 on stdout"

@@ -2,8 +2,11 @@
 # The README's install and usage lines against what is really installed:
 # make install into a staging directory (PREFIX /usr/local, and /usr as
 # debian/rules builds the package), debian/masteraff.install, the name
-# make deb gives the package, and the arm64 paths.
+# make deb gives the package, and the arm64 paths; make uninstall; the
+# first screen's targets; and its samples of masteraff status and of the
+# library's line against what the program prints in the same case.
 . "$(dirname "$0")/lib.sh"
+PORT=18601
 
 README=$SRCDIR/README.md
 MULTIARCH=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
@@ -12,7 +15,7 @@ ARCH=$(dpkg --print-architecture 2>/dev/null) || skip_all "no dpkg"
 
 # The README's indented (code) lines, and its first screen: up to "## Why".
 code() { grep '^    ' "$README"; }
-first_screen() { sed '/^## /q' "$README"; }
+first_screen() { sed '/^## Why/q' "$README"; }
 
 # ---- make install, PREFIX /usr/local ----
 
@@ -27,6 +30,8 @@ ok $? "the README's LD_PRELOAD line for make install names $locallib"
 ok $? "the README names /usr/local/bin/masteraff, where make install puts it"
 [ -f "$T/local/usr/local/share/bash-completion/completions/masteraff" ]
 ok $? "make install installs the bash completion"
+make -s -C "$SRCDIR" uninstall DESTDIR="$T/local" >/dev/null 2>&1
+is "$(find "$T/local" -type f | sed "s|^$T/local||")" "" "make uninstall removes every file make install put there"
 
 # ---- the package: make install PREFIX=/usr as debian/rules runs it ----
 
@@ -71,10 +76,52 @@ update=$(grep -n 'apt-get update' "$README" | head -1 | cut -d: -f1)
 install=$(grep -n 'apt-get install' "$README" | head -1 | cut -d: -f1)
 [ -n "$update" ] && [ -n "$install" ] && [ "$update" -le "$install" ]
 ok $? "apt-get update comes no later than the first apt-get install"
-for target in demo deps check install deb; do
+for target in demo deps-quick check-quick deps check ci; do
     first_screen | grep -cE "^ +make $target( |$)" >/dev/null &&
         make -n -C "$SRCDIR" "$target" >/dev/null 2>&1
     ok $? "the first screen's make $target is a target of the Makefile"
 done
+for target in install uninstall deb; do
+    code | grep -cE "^ +make $target( |$)" >/dev/null &&
+        make -n -C "$SRCDIR" "$target" >/dev/null 2>&1
+    ok $? "the README's make $target is a target of the Makefile"
+done
+first_screen | grep -c 'apt-get install -y .*\bgit\b' >/dev/null
+ok $? "the first screen installs git, which the clone needs"
+make -n -C "$SRCDIR" deps 2>/dev/null | grep -c 'MB' >/dev/null
+ok $? "make deps says what it is about to install, with its size, before it does"
+
+# ---- the samples: what the program prints ----
+
+# Numbers, the test's or demo's directory and the library's directory
+# differ from run to run; the rest is the program's own words.
+normalize() {
+    sed -E -e 's|/tmp/masteraff-[a-z]+\.[A-Za-z0-9]+|/tmp/DIR|g' \
+        -e 's|^library: .*/libmasteraff\.so$|library: DIR/libmasteraff.so|' \
+        -e 's/[0-9]+/N/g' -e 's/ +/ /g'
+}
+readme_status() {
+    awk '/^    PID +ROLE/ { on = 1 } on { print } on && /^    (ok|warning|critical|unknown):/ { exit }' "$README" |
+        sed 's/^    //'
+}
+readme_line() { grep -m1 '^    [0-9/]* [0-9:]* \[notice\] .*masteraff: master' "$README" | sed 's/.*masteraff: //'; }
+
+# The README's case: worker 0 on CPU 1 (package 1 of the two-package
+# tree), worker 1 on CPU 0, no cache (master and two workers).
+make_twopkg
+mkdir -p "$T/tmp" && conf_text "worker_cpu_affinity 10 01;" >"$T/nginx.conf"
+start_nginx
+wait_pinned_workers
+wait_for "[ \"\$(cpus_of $m)\" = 1 ] && grep -q libnuma /proc/$m/maps"
+"$SRCDIR/masteraff" status "$T/nginx.pid" >"$T/status" 2>&1
+got=$(normalize <"$T/status") want=$(readme_status | normalize)
+[ -n "$want" ] && [ "$got" = "$want" ]
+ok $? "the README's masteraff status sample is what the command prints (numbers aside)"
+[ "$got" = "$want" ] || { diag "the command printed:"; sed 's/^/#   /' "$T/status"; }
+got=$(lib_lines | head -1 | sed 's/.*masteraff: //' | normalize) want=$(readme_line | normalize)
+[ -n "$want" ] && [ "$got" = "$want" ]
+ok $? "the README's sample of the library's line is what the library writes (numbers aside)"
+[ "$got" = "$want" ] || { diag "the library wrote:"; lib_lines | sed 's/^/#   /'; }
+stop_nginx
 
 done_testing

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Fifty reloads in a row: every one takes effect, the master leaks neither
-# descriptors nor threads, stays on worker 0's package, and no child holds a
-# descriptor of the library but its own channel to the master.
+# descriptors nor threads, stays on worker 0's package, and holds the
+# library's one channel, a datagram socket pair, and nothing else of the
+# library's: no thread, no epoll set, no eventfd. Each child holds one end of
+# that pair, the one the children send on, and nothing else of the
+# library's.
 . "$(dirname "$0")/lib.sh"
 PORT=18083
 RELOADS=50
@@ -9,46 +12,6 @@ RELOADS=50
 make_twopkg
 write_conf "10 01"
 
-# The inodes of the process's sockets, one a line.
-socket_inodes() {
-    local f
-    for f in /proc/"$1"/fd/*; do
-        readlink "$f" 2>/dev/null
-    done | sed -n 's/^socket:\[\([0-9]*\)\]$/\1/p'
-}
-# The library's channels are the only SOCK_SEQPACKET (type 0005) sockets.
-seqpacket_inodes() {
-    awk 'NR > 1 && $5 == "0005" {print $7}' /proc/net/unix | sort -u
-}
-# How many of the process's descriptors are SOCK_SEQPACKET sockets.
-seqpacket_count() {
-    comm -12 <(socket_inodes "$1" | sort -u) <(seqpacket_inodes) | wc -l
-}
-eventpoll_count() {
-    local f n=0
-    for f in /proc/"$1"/fd/*; do
-        [ "$(readlink "$f" 2>/dev/null)" = "anon_inode:[eventpoll]" ] && n=$((n + 1))
-    done
-    echo "$n"
-}
-# Says which of the master's SEQPACKET sockets no child holds the other end of.
-master_extra_channels() {
-    local i peer holders
-    for i in $(comm -12 <(socket_inodes "$m" | sort -u) <(seqpacket_inodes)); do
-        peer=$(ss -xa 2>/dev/null | awk -v i="$i" '$1 == "u_seq" && $6 == i {print $8}')
-        holders=$(ss -xap 2>/dev/null | awk -v i="$peer" '$1 == "u_seq" && $6 == i {print $9}')
-        case $holders in
-        *pid=*) ;;
-        *) diag "$1: master's SEQPACKET socket $i (fd $(fd_of "$m" "$i")) has peer '$peer', held by no process" ;;
-        esac
-    done
-}
-fd_of() { # fd_of PID INODE
-    local f
-    for f in /proc/"$1"/fd/*; do
-        [ "$(readlink "$f" 2>/dev/null)" = "socket:[$2]" ] && echo "${f##*/}"
-    done
-}
 children() { pgrep -P "$1" | sort -n | tr '\n' ' ' | sed 's/ $//'; }
 # Children that are not on their way out (reloads leave old ones exiting).
 settled() { # settled MASTER COUNT
@@ -56,18 +19,22 @@ settled() { # settled MASTER COUNT
         ! grep -qs "shutting down" /dev/null $(pgrep -P "$1" | sed 's|.*|/proc/&/cmdline|')
 }
 
-# ---- the baseline: a worker of nginx without the library ----
+# ---- the baseline: nginx without the library ----
 
 start_nginx_without
 ok $? "nginx starts without the library"
-wait_workers
-read -r w0 w1 <<<"$(workers)"
-wait_pinned "$w0" "$w1"
-base_epoll=$(eventpoll_count "$w0")
+wait_pinned_workers
+wait_for "[ \$(pgrep -P $m | wc -l) -eq 4 ]"
+base_kids=$(pgrep -P "$m" | wc -l)
+base_mfds=$(fd_count "$m")
+base_threads=$(threads_of "$m")
+base_manon=$(anon_inodes "$m")
 base_fds=$(fd_count "$w0")
-base_seq=$(seqpacket_count "$w0")
-diag "without the library, worker 0 has $base_fds descriptors, $base_epoll epoll, $base_seq SEQPACKET"
-is "$base_seq" 0 "without the library no worker has a SEQPACKET socket"
+base_anon=$(anon_inodes "$w0")
+diag "without the library, the master has $base_mfds descriptors, $base_threads threads, $base_kids children;" \
+    "worker 0 has $base_fds descriptors, anonymous ones: ${base_anon:-none}"
+# What makes the library's sockets known: nginx alone holds no datagram socket.
+is "$(library_sockets "$m" $(pgrep -P "$m") | wc -l)" 0 "without the library no process of nginx's holds a datagram socket"
 stop_nginx
 
 # ---- with the library ----
@@ -79,45 +46,39 @@ wait_pinned_workers
 wait_for "[ \"\$(cpus_of $m)\" = 1 ]"
 is "$(cpus_of "$m")" 1 "master follows worker 0 to CPU 1"
 
-# check_children LABEL: every child of the master (workers, cache manager
-# and loader) holds exactly one SEQPACKET socket, whose other end the master
-# holds; workers have nginx's own epoll and nothing more.
-check_children() {
-    local label=$1 p bad=0 peer mine master_socks
-    master_socks=" $(socket_inodes "$m" | tr '\n' ' ') "
-    for p in $(children "$m"); do
-        n=$(seqpacket_count "$p")
-        [ "$n" -eq 1 ] || { diag "$label: child $p has $n SEQPACKET sockets"; bad=1; continue; }
-        mine=$(comm -12 <(socket_inodes "$p" | sort -u) <(seqpacket_inodes))
-        # ss prints a unix socket's inode and its peer's inode.
-        peer=$(ss -xa 2>/dev/null | awk -v i="$mine" '$1 == "u_seq" && $6 == i {print $8}')
-        case $master_socks in
-        *" $peer "*) ;;
-        *) diag "$label: child $p's channel $mine leads to $peer, not the master"; bad=1 ;;
-        esac
-    done
-    ok "$bad" "$label: each child holds exactly one SEQPACKET socket, leading to the master"
-    bad=0
+# check_channel LABEL: the master holds the library's pair and each of its
+# children (workers, cache manager and loader) the end they send on, no
+# more; no process has an anonymous descriptor (epoll set, eventfd) nginx
+# alone does not have, and the master no thread more.
+check_channel() {
+    local label=$1 p bad=0 faults
+    faults=$(channel_faults "$m")
+    is "$faults" "" "$label: the master holds the library's datagram pair, each child only the end it sends on"
+    is "$(threads_of "$m")" "$base_threads" "$label: the master has as many threads as without the library"
+    is "$(anon_inodes "$m")" "$base_manon" "$label: the master has no epoll set or eventfd but nginx's own"
     for p in $(workers); do
-        n=$(eventpoll_count "$p")
-        [ "$n" -eq "$base_epoll" ] || { diag "$label: worker $p has $n epoll descriptors"; bad=1; }
+        [ "$(anon_inodes "$p")" = "$base_anon" ] || { diag "$label: worker $p has $(anon_inodes "$p")"; bad=1; }
     done
-    ok "$bad" "$label: each worker has as many epoll descriptors as without the library ($base_epoll)"
-    local got want
-    got=$(seqpacket_count "$m")
-    want=$(pgrep -P "$m" | wc -l)
-    is "$got" "$want" "$label: master holds one SEQPACKET socket per live child"
-    [ "$got" = "$want" ] || master_extra_channels "$label"
+    ok "$bad" "$label: each worker has the anonymous descriptors it has without the library (${base_anon:-none})"
 }
 
 is "$(fd_count "$w0")" "$((base_fds + 1))" "worker 0 has one descriptor more than without the library"
-check_children "at start"
+wait_for "[ \$(pgrep -P $m | wc -l) -eq 4 ]"
+kids=$(pgrep -P "$m" | wc -l)
+mfds=$(fd_count "$m")
+if [ "$kids" = "$base_kids" ]; then
+    is "$mfds" "$((base_mfds + 2))" "the master has two descriptors more than without the library"
+else
+    # Two workers, the cache manager and loader; the loader exits a minute
+    # after the start, here in one run only.
+    skip "$kids children now, $base_kids without the library" "the master has two descriptors more than without the library"
+fi
+check_channel "at start"
 
 nkids=$(pgrep -P "$m" | wc -l)
 wait_for "settled $m $nkids"
 fds0=$(fd_count "$m")
-threads0=$(threads_of "$m")
-diag "before the reloads: master $m has $fds0 descriptors, $threads0 threads, $nkids children"
+diag "before the reloads: master $m has $fds0 descriptors, $nkids children"
 
 t0=$(date +%s.%N)
 took_effect=0
@@ -140,11 +101,10 @@ read -r n0 n1 <<<"$(workers)"
 wait_pinned "$n0" "$n1"
 wait_for "[ \"\$(fd_count $m)\" -eq $fds0 ]"
 is "$(fd_count "$m")" "$fds0" "after $RELOADS reloads the master has as many descriptors as before"
-is "$(threads_of "$m")" "$threads0" "and as many threads"
 wait_for 'lib_lines | grep -q "worker $n0 now leads"'
 is "$(cpus_of "$m")" 1 "and it is still on CPU 1"
 is "$(cpus_of "$n0") $(cpus_of "$n1")" "1 0" "the last workers are on CPUs 1 and 0"
-check_children "after $RELOADS reloads"
+check_channel "after $RELOADS reloads"
 is "$(grep -c "masteraff: master $m ->" "$T/error.log")" 0 "no move logged: the master was placed at start"
 is "$(grep -c "masteraff: master $m stays on CPUs 1 (package 1), placed there at start" "$T/error.log")" 1 \
     "one line says worker 0 confirmed the placement at start"

@@ -5,8 +5,11 @@
  * fork() (dlsym) and prints what the library did:
  *
  *     at_secure 0|1
- *     thread yes|no    a "masteraff" thread in this process after the fork
- *     channel yes|no   a SOCK_SEQPACKET descriptor in the child
+ *     threads N        this process's threads after the fork: 1, as the
+ *                      library adds none to a master
+ *     sockets N        its AF_UNIX datagram sockets after the fork: 2 for
+ *                      a master (its channel's two ends), 0 for none
+ *     channel yes|no   such a socket in the child (the end it reports on)
  *
  * Run it with MASTERAFF_PROGRAMS=secure and the library must act, unless
  * AT_SECURE is set: then it must ignore every MASTERAFF_* variable. */
@@ -15,7 +18,6 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/auxv.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -23,27 +25,17 @@
 
 #include "helpers.h"
 
-static int has_listener(void)
+static int threads(void)
 {
     DIR *d = opendir("/proc/self/task");
     struct dirent *de;
-    int found = 0;
+    int n = 0;
     if (!d)
-        return 0;
-    while ((de = readdir(d))) {
-        char path[300], comm[64] = "";
-        FILE *f;
-        if (de->d_name[0] == '.')
-            continue;
-        snprintf(path, sizeof path, "/proc/self/task/%s/comm", de->d_name);
-        if ((f = fopen(path, "r"))) {
-            if (fgets(comm, sizeof comm, f) && strncmp(comm, "masteraff", 9) == 0)
-                found = 1;
-            fclose(f);
-        }
-    }
+        return -1;
+    while ((de = readdir(d)))
+        n += de->d_name[0] != '.';
     closedir(d);
-    return found;
+    return n;
 }
 
 int main(int argc, char **argv)
@@ -73,12 +65,13 @@ int main(int argc, char **argv)
         return 2;
     }
     if (pid == 0)
-        _exit(seqpacket_fds() > 0 ? 10 : 0);
+        _exit(unix_dgrams() > 0 ? 10 : 0);
     if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) {
         fprintf(stderr, "secure: the child did not exit\n");
         return 2;
     }
-    printf("thread %s\n", has_listener() ? "yes" : "no");
+    printf("threads %d\n", threads());
+    printf("sockets %d\n", unix_dgrams());
     printf("channel %s\n", WEXITSTATUS(status) == 10 ? "yes" : "no");
     return 0;
 }

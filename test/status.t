@@ -93,6 +93,13 @@ fails_with 3 "MASTERAFF UNKNOWN - " --check "$!"
 fails_with 1 "no CPUs under /nonexistent/devices/system/cpu" --sysfs /nonexistent "$m"
 fails_with 3 "MASTERAFF UNKNOWN - " --check --sysfs /nonexistent "$m"
 fails_with 3 "MASTERAFF UNKNOWN - " --check --bogus "$m"
+# nginx stopped: said so, and critical for a monitoring plugin.
+fails_with 1 "the master is not running: no pid file $T/none.pid" "$T/none.pid"
+fails_with 2 "MASTERAFF CRITICAL - masteraff status: the master is not running: no pid file" --check "$T/none.pid"
+echo 999999999 >"$T/stale.pid"
+fails_with 2 "MASTERAFF CRITICAL - masteraff status: the master is not running: its pid file $T/stale.pid names process 999999999, which has exited" \
+    --check "$T/stale.pid"
+fails_with 1 "process 999999999 is not running" 999999999
 long=$(head -c 100000 /dev/zero | tr '\0' y)
 "$MA" status "$m" "$long" >"$T/out" 2>&1
 is "$?:$(head -1 "$T/out")" "2:masteraff status: unexpected argument '$(head -c 64 <<<"$long")...'" \

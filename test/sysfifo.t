@@ -2,8 +2,8 @@
 # A file under MASTERAFF_SYSFS that is no regular file (a FIFO with no
 # writer, a device) is never opened in a way that blocks: nginx starts when
 # the start's placement would read it, and a reload goes through when only
-# the listener would. Each wait is bounded: a hang fails, it does not hang
-# the test.
+# the master's decisions after the start would (in its sleep and at its
+# forks). Each wait is bounded: a hang fails, it does not hang the test.
 . "$(dirname "$0")/lib.sh"
 PORT=18231
 make_twopkg
@@ -49,7 +49,7 @@ is "$(cpus_of "$(master_pid)")" 0-1 "the master is not placed at start: its topo
 stop_all
 : >"$T/error.log"
 
-# ---- a CPU only the listener reads: CPU 0 ----
+# ---- a CPU only the decisions after the start read: CPU 0 ----
 fifo_at 0 topology/package_cpus_list
 start_bounded
 is "$?" 0 "FIFO at CPU 0's package_cpus_list: nginx starts, not held by the FIFO"

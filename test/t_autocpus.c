@@ -56,7 +56,7 @@ int main(void)
     /* auto with a mask (worker_cpu_affinity auto 10101010). */
     workers_get("1,3,5,7", "4-5", 4, "4,5,4,5");
     /* More workers than auto's CPUs: worker i asks for what worker i-n
-     * did, and gets what it got (the README's limit). */
+     * did, and gets what it got (a limit in docs/design.md). */
     workers_get("0-3", "8-11", 6, "8,9,10,11,8,9");
     workers_get("0-3", "8-10", 6, "8,9,10,8,8,9");
 

@@ -9,32 +9,13 @@
 
 static struct ma_brood b;
 
-/* The processes the master has reaped (collected their exit status). */
-static pid_t reaped_pids[64];
-static size_t n_reaped;
-
-static void reap(pid_t pid)
-{
-    if (n_reaped < sizeof reaped_pids / sizeof *reaped_pids)
-        reaped_pids[n_reaped++] = pid;
-}
-
-static bool was_reaped(pid_t pid)
-{
-    for (size_t i = 0; i < n_reaped; i++)
-        if (reaped_pids[i] == pid)
-            return true;
-    return false;
-}
-
 /* The place the last fork was given. */
 static struct ma_place last_place;
 
 static void forked(pid_t pid, bool reread, uint64_t t_ms)
 {
-    ma_brood_check_reaped(&b, was_reaped);
     last_place = ma_brood_place(&b, reread, t_ms * MS);
-    ma_brood_add(&b, pid, pid + 1000, last_place);
+    ma_brood_add(&b, pid, last_place);
 }
 
 /* A fork with nothing read since the previous one: the next of a burst,
@@ -58,18 +39,11 @@ static void pin_at(pid_t pid, int cpu, uint64_t t_ms)
     ma_brood_pinned(&b, ma_brood_find_pid(&b, pid), &r);
 }
 
-/* A child's channel ends; the master has not reaped it yet. */
-static void end_at(pid_t pid, uint64_t t_ms)
-{
-    (void)t_ms;
-    ma_brood_died(&b, ma_brood_find_pid(&b, pid));
-}
-
 /* A child dies and the master reaps it, as nginx does at once. */
 static void die_at(pid_t pid, uint64_t t_ms)
 {
-    end_at(pid, t_ms);
-    reap(pid);
+    (void)t_ms;
+    ma_brood_died(&b, ma_brood_find_pid(&b, pid));
 }
 
 /* "follow PID on CPU", "hold on CPU", "restore", "wait" or "nothing". */
@@ -108,7 +82,6 @@ static void place_is(pid_t pid, unsigned gen, unsigned rank, const char *what)
 static void start(void)
 {
     ma_brood_init(&b);
-    n_reaped = 0;
     fork_at(10, 0);
     fork_at(11, 1);
     fork_at(12, 2);
@@ -368,30 +341,6 @@ static void test_reload_after_unreplaced_worker(void)
            "old ones gone: the new worker 0 leads");
 }
 
-static void test_least_needed(void)
-{
-    reload();
-    ok(ma_brood_least_needed(&b)->pid == 13,
-       "channels to give up: the old loader first");
-    ma_brood_forget(&b, ma_brood_find_pid(&b, 13));
-    ma_brood_forget(&b, ma_brood_find_pid(&b, 12));
-    ma_brood_forget(&b, ma_brood_find_pid(&b, 11));
-    ok(ma_brood_least_needed(&b)->pid == 22,
-       "then the new generation's higher ranks");
-    ma_brood_forget(&b, ma_brood_find_pid(&b, 22));
-    ma_brood_forget(&b, ma_brood_find_pid(&b, 21));
-    ok(ma_brood_least_needed(&b)->pid == 10,
-       "then the old worker 0, before the new one");
-    ok(!ma_brood_newest_first(&b, ma_brood_find_pid(&b, 10)),
-       "the old worker 0 is not the newest generation's first child");
-    ma_brood_forget(&b, ma_brood_find_pid(&b, 10));
-    ok(ma_brood_least_needed(&b)->pid == 20, "the new worker 0 last");
-    ok(ma_brood_newest_first(&b, ma_brood_find_pid(&b, 20)),
-       "the new worker 0 is the newest generation's first child");
-    ma_brood_forget(&b, ma_brood_find_pid(&b, 20));
-    ok(ma_brood_least_needed(&b) == NULL, "and then none");
-}
-
 static void test_affinity_removed(void)
 {
     start_pinned();
@@ -454,7 +403,6 @@ static void test_loader_exit(void)
 static void slow_start(void)
 {
     ma_brood_init(&b);
-    n_reaped = 0;
     for (pid_t p = 10; p < 16; p++)
         fork_at(p, (uint64_t)(p - 10) * 300);
 }
@@ -531,38 +479,146 @@ static void test_kill_then_reload(void)
     pin_at(10, 1, 1600);
     decide_at(1600);
     reload_at(30, 5000);
-    end_at(10, 5100);
+    die_at(10, 5100);
     fork_at(31, 5300);
     place_is(31, 2, 1, "an old worker's death during a reload is not "
              "replaced by the reload's fork");
 }
 
-/* The master reaps a dead child before it forks the replacement: a child
- * whose channel has ended but whose status nobody has collected is not
- * replaced yet, whatever the order of the channels' ends. */
-static void test_reaped_before_respawn(void)
+/* nginx refills its slots in order, and a generation's slots follow its
+ * ranks: of two deaths, the lower rank is replaced first, whether or not
+ * it had pinned, and whatever the order of the reaps. */
+static void test_lowest_rank_first(void)
 {
-    start_pinned();
-    end_at(10, 990);
-    die_at(11, 1000);
-    fork_at(20, 1001);
-    place_is(20, 1, 1, "worker 1, reaped, is replaced before worker 0, not yet "
-             "reaped");
-    reap(10);
-    fork_at(21, 1002);
-    place_is(21, 1, 0, "then worker 0, once reaped");
-
-    start_pinned();
-    end_at(10, 990);
-    fork_at(20, 991);
-    place_is(20, 1, 4, "a fork while worker 0's death is not reaped is the "
-             "next of the burst");
-
     start_pinned();
     die_at(11, 990);
     die_at(10, 1001);
     fork_at(20, 1000);
     place_is(20, 1, 0, "of two deaths reaped, worker 0 is replaced first");
+
+    /* A respawned worker 0 that has not pinned yet (a busy machine) dies
+     * with worker 1: the replacement of slot 0 comes first. */
+    start_pinned();
+    die_at(10, 1000);
+    fork_at(20, 1001);
+    die_at(11, 1100);
+    die_at(20, 1100);
+    fork_at(30, 1101);
+    fork_at(31, 1102);
+    place_is(30, 1, 0, "worker 0 unpinned and worker 1 dead together: the "
+             "first replacement is worker 0");
+    place_is(31, 1, 1, "the second worker 1");
+    pin_at(31, 0, 1103);
+    is_str(decide_at(1103), "hold on 1", "the new worker 1 pins first: worker "
+           "0's CPU is held");
+    pin_at(30, 1, 1104);
+    is_str(decide_at(1104), "follow 30 on 1", "the new worker 0 leads");
+}
+
+/* A master that sleeps in sigsuspend (nginx): each wake-up settles the
+ * deaths it did not replace, and its first fork after a wake-up, not a
+ * respawn, opens a generation. */
+static void wake(void)
+{
+    ma_brood_settle(&b);
+}
+
+static void test_sleeper(void)
+{
+    /* The cache loader exits; a minute later a reload to one worker and
+     * no cache forks a single child. */
+    start_pinned();
+    wake();
+    die_at(13, 60000);
+    wake();
+    reload_at(30, 120000);
+    place_is(30, 2, 0, "a reload in a later wake-up than the loader's exit "
+             "opens generation 2");
+    ok(last_place.opened && !last_place.respawn, "its fork is no respawn");
+    pin_at(30, 0, 120001);
+    die_at(10, 120100);
+    die_at(11, 120101);
+    die_at(12, 120102);
+    is_str(decide_at(120102), "follow 30 on 0", "the old workers gone, the "
+           "lone new worker 0 leads");
+
+    /* The same with two workers and a cache: the burst stays together. */
+    start_pinned();
+    wake();
+    die_at(13, 60000);
+    wake();
+    reload_at(30, 120000);
+    fork_at(31, 120300);
+    fork_at(32, 120600);
+    place_is(30, 2, 0, "after the loader's exit the reload's forks are "
+             "generation 2's: rank 0");
+    place_is(31, 2, 1, "rank 1, though 300 ms later (a busy machine)");
+    place_is(32, 2, 2, "rank 2");
+
+    /* A refused reload (a wake-up that forks nothing), then the cache
+     * manager, worker 1 and worker 0 killed, each reaped in a wake-up of
+     * its own and replaced in it. */
+    start_pinned();
+    wake();
+    wake();
+    die_at(12, 1000);
+    reload_at(20, 1001);
+    place_is(20, 1, 2, "the cache manager's respawn keeps its place");
+    wake();
+    die_at(11, 2000);
+    reload_at(21, 2001);
+    place_is(21, 1, 1, "worker 1's respawn keeps its place");
+    wake();
+    die_at(10, 3000);
+    reload_at(22, 3001);
+    place_is(22, 1, 0, "worker 0's respawn keeps its place");
+    pin_at(21, 0, 3002);
+    pin_at(22, 1, 3003);
+    is_str(decide_at(6000), "follow 22 on 1", "the respawned worker 0 leads");
+}
+
+/* The sequence a loaded machine made of respawns.t without I/O counts,
+ * when the voluntary context switches of nginx's thread stood in for its
+ * reads: the thread waited for the library's lock between two forks of a
+ * reload, the second fork opened a generation of its own, and once the
+ * old workers were gone the master followed a respawned worker 1. A
+ * master that sleeps tells a burst by its wake-ups: a wait inside one
+ * changes nothing. */
+static void test_busy_reload_then_deaths(void)
+{
+    start_pinned();
+    wake();
+    die_at(13, 60000);
+    wake();
+    reload_at(30, 61000);
+    fork_at(31, 61400);
+    fork_at(32, 61401);
+    fork_at(33, 61402);
+    place_is(31, 2, 1, "a reload's second fork after a wait is its rank 1");
+    pin_at(30, 1, 61500);
+    pin_at(31, 0, 61500);
+    for (pid_t p = 10; p <= 12; p++)
+        die_at(p, 61600);
+    is_str(decide_at(61600), "follow 30 on 1", "the old workers gone, the new "
+           "worker 0 leads");
+    wake(); /* a refused reload */
+    wake();
+    die_at(32, 70000);
+    reload_at(40, 70001);
+    place_is(40, 2, 2, "the cache manager's respawn");
+    wake();
+    die_at(31, 71000);
+    reload_at(41, 71001);
+    place_is(41, 2, 1, "worker 1's respawn");
+    pin_at(41, 0, 71002);
+    is_str(decide_at(71002), "follow 30 on 1", "worker 0 leads still");
+    wake();
+    die_at(30, 72000);
+    reload_at(42, 72001);
+    place_is(42, 2, 0, "worker 0's respawn");
+    pin_at(42, 1, 72002);
+    is_str(decide_at(72002), "follow 42 on 1", "the respawned worker 0 leads "
+           "on CPU 1: the master never moves");
 }
 
 /* What the master read before a death does not make its respawn a
@@ -657,12 +713,12 @@ static void test_full(void)
     int added = 0;
     ma_brood_init(&b);
     for (int i = 0; i < MA_MAX_CHILDREN + 5; i++)
-        added += ma_brood_add(&b, 100 + i, i, p) != NULL;
+        added += ma_brood_add(&b, 100 + i, p) != NULL;
     ok(added == MA_MAX_CHILDREN, "the table holds %d children, no more",
        MA_MAX_CHILDREN);
-    ok(ma_brood_find_fd(&b, MA_MAX_CHILDREN - 1) != NULL &&
-           ma_brood_find_fd(&b, MA_MAX_CHILDREN) == NULL,
-       "and finds by descriptor");
+    ok(ma_brood_find_pid(&b, 100 + MA_MAX_CHILDREN - 1) != NULL &&
+           ma_brood_find_pid(&b, 100 + MA_MAX_CHILDREN) == NULL,
+       "and finds them by pid");
 }
 
 int main(void)
@@ -674,12 +730,13 @@ int main(void)
     test_reload_busy();
     test_reload_after_death();
     test_reload_after_loader_exit();
-    test_least_needed();
     test_loader_exit();
     test_reload_after_unreplaced_worker();
     test_slow_forks();
     test_kill_then_reload();
-    test_reaped_before_respawn();
+    test_lowest_rank_first();
+    test_sleeper();
+    test_busy_reload_then_deaths();
     test_read_before_death();
     test_two_unreplaced_deaths();
     test_forget();

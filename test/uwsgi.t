@@ -77,6 +77,8 @@ ok $? "--cpu-affinity 1: worker 1 pins to CPU 0, worker 2 to CPU 1"
 orig=$(cpus_of "$m")
 threads=$(threads_of "$m")
 is "$orig" 0-1 "without the library the master stays on CPUs 0-1"
+# What makes the library's channel known: uWSGI alone holds no datagram socket.
+is "$(library_sockets "$m" | wc -l)" 0 "without the library the master holds no datagram socket"
 uwsgi_serves
 ok $? "uWSGI serves without a language plugin (--route-run return:200)"
 stop_uwsgi
@@ -86,9 +88,9 @@ stop_uwsgi
 start_uwsgi LD_PRELOAD="$LIB" MASTERAFF_SYSFS="$T/sys"
 m=$(uwsgi_pid)
 wait_uwsgi_pinned
-# A master the library followed would have its listener from the first
-# fork on, before any worker pinned.
-is "$(threads_of "$m")" "$threads" "library, default MASTERAFF_PROGRAMS: no thread of the library's in uWSGI's master"
+# A master the library followed would have its channel, a datagram
+# socket pair, from the first fork on, before any worker pinned.
+is "$(library_sockets "$m" | wc -l)" 0 "library, default MASTERAFF_PROGRAMS: no socket of the library's in uWSGI's master"
 is "$(cpus_of "$m")" "$orig" "library, default MASTERAFF_PROGRAMS: uWSGI's master is left alone"
 is "$(grep -c "masteraff:" "$T/uwsgi.log")" 0 "and the library says nothing"
 stop_uwsgi
@@ -97,7 +99,7 @@ stop_uwsgi
 start_uwsgi LD_PRELOAD="$LIB" MASTERAFF_SYSFS="$T/sys" MASTERAFF_PROGRAMS=uwsgi
 m=$(uwsgi_pid)
 wait_uwsgi_pinned
-is "$(threads_of "$m")" "$threads" "MASTERAFF_PROGRAMS=uwsgi: no thread of the library's in uWSGI's master"
+is "$(library_sockets "$m" | wc -l)" 0 "MASTERAFF_PROGRAMS=uwsgi: no socket of the library's in uWSGI's master"
 is "$(cpus_of "$m")" "$orig" "MASTERAFF_PROGRAMS=uwsgi does not match uwsgi-core: the master is left alone"
 stop_uwsgi
 
@@ -115,7 +117,8 @@ mule=$(log_pid "uWSGI mule 1")
 wait_uwsgi_pinned
 wait_for "[ \"\$(cpus_of $m)\" = 0 ]"
 is "$(cpus_of "$m")" 0 "MASTERAFF_PROGRAMS='uwsgi*': the master follows worker 1 (CPU 0) to package 0"
-is "$(threads_of "$m")" $((threads + 1)) "MASTERAFF_PROGRAMS='uwsgi*': the library's listener runs in the master"
+is "$(channel_faults "$m")" "" "MASTERAFF_PROGRAMS='uwsgi*': the master holds the library's pair, each worker and the mule the end they send on"
+is "$(threads_of "$m")" "$threads" "MASTERAFF_PROGRAMS='uwsgi*': and as many threads as without the library"
 grep -q "masteraff: master $m -> CPUs 0 (package 0), following worker $w1 on CPU 0 " "$T/uwsgi.log"
 ok $? "the log line names worker 1" || grep "masteraff:" "$T/uwsgi.log" | sed 's/^/#   /'
 is "$(cpus_of "$mule")" "$orig" "the mule, which never pins, keeps the original mask"
@@ -146,6 +149,7 @@ wait_for "[ \"\$(cpus_of $m)\" = 0 ]"
 is "$(cpus_of "$m")" 0 "after the reload the master is with worker 1 on CPU 0"
 grep -q libmasteraff "/proc/$m/maps"
 ok $? "the re-executed master has the library again"
+is "$(channel_faults "$m")" "" "and one pair of the library's, its children their end: the old image's closed on exec"
 uwsgi_serves
 ok $? "uWSGI serves after the reload"
 # A child forked after the reload starts with the mask the master had before

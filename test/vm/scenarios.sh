@@ -575,4 +575,47 @@ if [ "$far_numa" != "$all" ] && mount -t cgroup2 none /sys/fs/cgroup &&
     wait_for '[ ! -s /sys/fs/cgroup/pod/cgroup.procs ]'
     rmdir /sys/fs/cgroup/pod
 fi
+
+# 13. A cpuset widened under a master its library placed, on this kernel:
+# before Linux 6.2 the kernel gives every task of a cpuset all of its new
+# CPUs, whatever mask the task asked for, so all of them is the kernel's
+# doing, and an administrator's taskset -p to the same CPUs cannot be told
+# from it. Placed on CPU $far in a cpuset of that CPU (the scope cpu), the
+# master goes back there once the library looks (a worker's respawn), and
+# its original mask is the widened cpuset. Linux 6.2 and later keep the
+# CPU asked for, and there the same taskset -p is the administrator's
+# (test/cpusetkeep.t, on the host).
+release=$(uname -r)
+major=${release%%.*} minor=${release#*.}
+minor=${minor%%.*}
+if { [ "$major" -lt 6 ] || { [ "$major" -eq 6 ] && [ "$minor" -lt 2 ]; }; } &&
+    { grep -q '^[^ ]* /sys/fs/cgroup cgroup2 ' /proc/mounts ||
+        mount -t cgroup2 none /sys/fs/cgroup; } &&
+    echo +cpuset >/sys/fs/cgroup/cgroup.subtree_control &&
+    mkdir /sys/fs/cgroup/widen && echo "$far" >/sys/fs/cgroup/widen/cpuset.cpus; then
+    conf "$(mask $far) $(mask $far)"
+    start MASTERAFF_SCOPE=cpu \
+        sh -c 'echo $$ >/sys/fs/cgroup/widen/cgroup.procs && exec "$@"' sh
+    m=$(master)
+    read -r w0 w1 <<EOF
+$(workers)
+EOF
+    wait_for 'grep -q "masteraff: master .* placed there at start" /tmp/error.log'
+    is "$(cpus_of "$m")" "$far" "cpuset $far: the master on CPU $far"
+    echo "$far_package" >/sys/fs/cgroup/widen/cpuset.cpus
+    wait_for "[ \"\$(cpus_of $m)\" = $far_package ]"
+    ok $? "cpuset widened to $far_package: Linux $release gives the master all of it, not the CPU $far asked for"
+    taskset -p -c "$far_package" "$m" >/dev/null
+    kill -9 "$w1"
+    wait_for 'grep -q "masteraff: master .* the cpuset changed" /tmp/error.log'
+    grep 'masteraff:' /tmp/error.log | sed 's/^/# /'
+    grep -q "masteraff: master $m: the cpuset changed to $far_package (was $far): its original mask is CPUs $far_package now; master -> CPUs $far (" /tmp/error.log
+    ok $? "widened, taskset -p to all of it, a worker respawned: the cpuset's doing, said once"
+    is "$(cpus_of "$m")" "$far" "widened: the master back on worker 0's CPU $far"
+    ! grep -q 'set by the program or an administrator' /tmp/error.log
+    ok $? "widened: the mask is not taken for the administrator's"
+    stop
+    wait_for '[ ! -s /sys/fs/cgroup/widen/cgroup.procs ]'
+    rmdir /sys/fs/cgroup/widen
+fi
 echo "1..$n"
