@@ -29,12 +29,12 @@
 . "$(dirname "$0")/lib.sh"
 PORT=18500
 NOIO=$SRCDIR/test/noio.so
-HOLD=$SRCDIR/test/holdpin.so
-# Workers forked while the file exists wait before they pin: slow to
-# start, as on a busy machine (test/holdpin.so, in every sequence).
-export HOLDPIN_FILE=$T/hold
+# In every sequence: workers forked while the hold file exists are slow to
+# pin. (The workers, which run as nobody, reach $T: after USR1 they open
+# error.log again too.)
+use_holdpin
 
-need_programs noio.so holdpin.so
+need_programs noio.so
 command -v taskset >/dev/null || skip_all "no taskset"
 [ "$(getconf _NPROCESSORS_ONLN)" = 2 ] && [ "$(cpus_of $$)" = 0-1 ] ||
     skip_all "the oracle models a machine of two CPUs, 0 and 1, both allowed"
@@ -886,8 +886,6 @@ run_plan() {
     end_sequence
 }
 
-# The workers run as nobody: after USR1 they open error.log again.
-chmod 711 "$T"
 cg=
 make_cpuset 0-1 || diag "no cgroup cpuset can be made here: no cpuset steps"
 trap 'end_sequence; cleanup; [ -z "$cg" ] || drop_cpuset' EXIT
