@@ -224,10 +224,11 @@ gen_kill() {
 # configuration and of the one before (nginx respawns a worker killed
 # before a reload told it to quit).
 gen_cpuset() {
-    local c fit=()
+    local c cpus fit=()
     for c in 0 1 0-1; do
         bits_of "$c"
-        ((REPLY != g_cs)) && fits "$g_conf" "$REPLY" && fits "$g_prev" "$REPLY" && fit+=("$c")
+        cpus=$REPLY
+        ((cpus != g_cs)) && fits "$g_conf" "$cpus" && fits "$g_prev" "$cpus" && fit+=("$c")
     done
     [ ${#fit[@]} -gt 0 ] && [ -n "$cg" ] || return 0
     pick "${fit[@]}"
@@ -463,7 +464,6 @@ expect_master() {
     local w first lead= eff=0
     original
     exp=$REPLY
-    list_of "$exp"
     if ((admin)); then
         why="taskset -p's mask: the administrator's"
         return
@@ -471,6 +471,7 @@ expect_master() {
     conf_masks "$conf"
     first=${masks[0]}
     if ((first == 0)); then
+        list_of "$exp"
         why="its original mask, CPUs $REPLY: no worker pins"
         return
     fi
@@ -716,6 +717,8 @@ role_pid() {
             REPLY=${cands[k]}
         elif [ ${#young[@]} -gt 0 ]; then
             REPLY=${young[0]}
+        else
+            REPLY=
         fi
         ;;
     esac
