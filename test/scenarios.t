@@ -874,6 +874,9 @@ end_sequence() {
             wait_for "gone $p && [ -z \"\$(pgrep -P $p)\" ]"
         done
     fi
+    # A process leaves cgroup.procs as it starts to exit, before it has
+    # closed its listening socket: the next start needs the port.
+    wait_for "[ -z \"\$(ss -Hltn 'sport = :$PORT')\" ]"
     rm -f "$T/nginx.pid" "$T/nginx.pid.oldbin" "$HOLDPIN_FILE"
     : >"$T/error.log"
     : >"$T/stderr"
