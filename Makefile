@@ -189,10 +189,10 @@ TEST_DEPS = $(QUICK_DEPS) build-essential clang valgrind qemu-system-x86 busybox
 	prometheus strace hyperfine gnuplot-nox
 
 # What the library, its command and the quick tests need (make
-# check-quick): a compiler, Debian's nginx, curl, the process tools, and
-# perl for prove.
-QUICK_DEPS = gcc make libc6-dev nginx-light curl procps psmisc numactl \
-	libnuma1 groff-base python3 perl
+# check-quick): a compiler, Debian's nginx, curl, the process tools, ss
+# (iproute2: a minimal image has none) and perl for prove.
+QUICK_DEPS = gcc make libc6-dev nginx-light curl procps psmisc iproute2 \
+	numactl libnuma1 groff-base python3 perl
 
 # The quick tests: the unit tests natively and under the sanitizers, and
 # the shell tests that need nothing but nginx and a few seconds each.

@@ -414,12 +414,12 @@ drop_cpuset() { wait_for "[ ! -s $cg/cgroup.procs ]"; rmdir "$cg" 2>/dev/null; }
 
 # ---- helpers shared by nofile.t and storm.t (hundreds of workers) ----
 
-# write_many_conf N AFFINITY: nginx.conf with N workers and no cache (the
-# workers are the master's only children), replaced whole: a reloading
-# nginx may be reading it.
+# write_many_conf N [AFFINITY]: nginx.conf with N workers and no cache
+# (the workers are the master's only children), replaced whole: a
+# reloading nginx may be reading it.
 write_many_conf() {
     mkdir -p "$T/tmp"
-    conf_text "worker_cpu_affinity $2;" "" "$1" >"$T/nginx.conf.new"
+    conf_text "${2:+worker_cpu_affinity $2;}" "" "$1" >"$T/nginx.conf.new"
     mv "$T/nginx.conf.new" "$T/nginx.conf"
 }
 
