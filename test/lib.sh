@@ -13,20 +13,24 @@ T=$(mktemp -d /tmp/masteraff-test.XXXXXX)
 tap_n=0
 tap_failed=0
 
+# ok and is return the check's status, so that "ok ... || diag ..." says
+# more only when the check failed.
 ok() { # ok COND-STATUS DESCRIPTION
     tap_n=$((tap_n + 1))
     if [ "$1" -eq 0 ]; then
         echo "ok $tap_n - $2"
-    else
-        echo "not ok $tap_n - $2"
-        tap_failed=$((tap_failed + 1))
+        return 0
     fi
+    echo "not ok $tap_n - $2"
+    tap_failed=$((tap_failed + 1))
+    return 1
 }
 
 is() { # is GOT WANT DESCRIPTION
     [ "$1" = "$2" ]
-    ok $? "$3"
-    [ "$1" = "$2" ] || printf '#   got:  %s\n#   want: %s\n' "$1" "$2"
+    ok $? "$3" && return 0
+    printf '#   got:  %s\n#   want: %s\n' "$1" "$2"
+    return 1
 }
 
 diag() { printf '# %s\n' "$*"; }
