@@ -175,13 +175,46 @@ static struct ma_child *first_pinned_of(struct ma_brood *b, unsigned gen)
     return best;
 }
 
-/* The oldest generation with a live pinned child, or 0. */
-static unsigned oldest_pinned_gen(const struct ma_brood *b)
+/* Whether generation gen still has its worker 0: alive, or dead and
+ * waiting for its respawn. */
+static bool keeps_first(const struct ma_brood *b, unsigned gen)
+{
+    for (size_t i = 0; i < b->n; i++)
+        if (b->kids[i].gen == gen && b->kids[i].rank == 0)
+            return true;
+    for (size_t i = 0; i < b->n_deaths; i++)
+        if (b->deaths[i].gen == gen && b->deaths[i].rank == 0)
+            return true;
+    return false;
+}
+
+/* Whether the leader slot may be in generation gen: the one followed, or
+ * one that still has its worker 0. A generation that lost it for good is
+ * an older reload's, on its way out: its worker 1 is no worker 0. */
+static bool may_lead(const struct ma_brood *b, unsigned gen)
+{
+    return (b->following && gen == b->lead_gen) || keeps_first(b, gen);
+}
+
+/* The oldest generation after `after` with a live pinned child, or 0. */
+static unsigned next_pinned_gen(const struct ma_brood *b, unsigned after)
 {
     unsigned gen = 0;
-    for (size_t i = 0; i < b->n; i++)
-        if (b->kids[i].pinned && (gen == 0 || b->kids[i].gen < gen))
-            gen = b->kids[i].gen;
+    for (size_t i = 0; i < b->n; i++) {
+        const struct ma_child *c = &b->kids[i];
+        if (c->pinned && c->gen > after && (gen == 0 || c->gen < gen))
+            gen = c->gen;
+    }
+    return gen;
+}
+
+/* The oldest generation the slot may be in with a live pinned child, or
+ * 0. Few generations live at once: the ones passed over are few. */
+static unsigned oldest_pinned_gen(const struct ma_brood *b)
+{
+    unsigned gen = next_pinned_gen(b, 0);
+    while (gen && !may_lead(b, gen))
+        gen = next_pinned_gen(b, gen);
     return gen;
 }
 

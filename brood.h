@@ -62,7 +62,11 @@
  * The leader slot is the lowest-ranked child that has pinned in the oldest
  * generation that still has a live pinned child: the master keeps following
  * the old workers until they are all gone, and a respawned worker 0 takes
- * its own place back. While the leader's process is dead, the master
+ * its own place back. A generation that lost its worker 0 for good (dead,
+ * no respawn waiting) is passed over unless the slot is in it already:
+ * reloads faster than the old workers leave make generations that are on
+ * their way out before the slot reaches them, and their worker 1 is no
+ * worker 0. While the leader's process is dead, the master
  * holds on to its last mask as long as its generation has another pinned
  * child, or no newer generation lives. When no live child is pinned and a
  * newer generation than the followed one lives, the master waits for that

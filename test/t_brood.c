@@ -707,6 +707,66 @@ static void test_forget(void)
     place_is(20, 1, 4, "and its place is not taken by a respawn");
 }
 
+/* Reloads faster than the old workers leave, as reloads.t's fifty in a
+ * row on a busy machine: generation 2 loses its worker 0 before
+ * generation 1 is gone. Its worker 1 is no worker 0: the master goes on to
+ * generation 3's. */
+static void test_overlapping_reloads(void)
+{
+    start_pinned();
+    reload_at(20, 1000);
+    fork_at(21, 1000);
+    pin_at(20, 1, 1001);
+    pin_at(21, 0, 1001);
+    is_str(decide_at(1001), "follow 10 on 1", "two generations: the old "
+           "worker 0 leads");
+    reload_at(30, 1100);
+    fork_at(31, 1100);
+    pin_at(30, 1, 1101);
+    pin_at(31, 0, 1101);
+    die_at(10, 1102);
+    die_at(20, 1102);
+    is_str(decide_at(1102), "hold on 1", "both older worker 0s gone, "
+           "worker 1s alive: hold worker 0's place");
+    die_at(11, 1103);
+    is_str(decide_at(1103), "follow 30 on 1", "generation 1 gone: generation "
+           "2, without its worker 0, is passed over for generation 3's");
+    die_at(21, 1104);
+    is_str(decide_at(1104), "follow 30 on 1", "generation 2 gone: no change");
+
+    start_pinned();
+    reload_at(20, 1000);
+    fork_at(21, 1000);
+    pin_at(20, 1, 1001);
+    pin_at(21, 0, 1001);
+    decide_at(1001);
+    reload_at(30, 1100);
+    fork_at(31, 1100);
+    die_at(20, 1102);
+    die_at(10, 1102);
+    die_at(11, 1103);
+    is_str(decide_at(1103), "wait", "generation 3 not pinned yet: wait for "
+           "its worker 0 rather than follow generation 2's worker 1");
+    pin_at(31, 0, 1104);
+    is_str(decide_at(1104), "wait", "its worker 1 pinned first: wait on");
+    pin_at(30, 1, 1105);
+    is_str(decide_at(1105), "follow 30 on 1", "then its worker 0");
+
+    start_pinned();
+    reload_at(20, 1000);
+    fork_at(21, 1000);
+    pin_at(20, 1, 1001);
+    pin_at(21, 0, 1001);
+    decide_at(1001);
+    reload_at(30, 1100);
+    fork_at(31, 1100);
+    die_at(20, 1102);
+    die_at(10, 1102);
+    die_at(11, 1103);
+    is_str(decide_at(1100 + 3001), "restore", "a generation 3 that never "
+           "pins: back to the original mask, not to generation 2's worker 1");
+}
+
 static void test_full(void)
 {
     struct ma_place p = {.gen = 1, .rank = 0};
@@ -740,6 +800,7 @@ int main(void)
     test_read_before_death();
     test_two_unreplaced_deaths();
     test_forget();
+    test_overlapping_reloads();
     test_full();
     return done_testing();
 }
