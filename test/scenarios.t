@@ -690,7 +690,7 @@ step_start() {
         LIB="$HOLD $LIB"
         [ "$auto" = off ] || export MASTERAFF_AUTO=$auto
         MASTERAFF_SCOPE=$scope MASTERAFF_SYSFS=$tree start_nginx
-    ) || { fail "nginx does not start"; return 1; }
+    ) || { fail "nginx does not start$(port_takers)"; return 1; }
     wait_for '[ -s "$T/nginx.pid" ]' || { fail "nginx wrote no pid file"; return 1; }
     m=$(master_pid)
     masters=$m retiring="" allowed=1 last_mask=
@@ -858,6 +858,14 @@ run_step() { # run_step WORDS...
     esac
 }
 
+# Who listens on the port, for a start that could not bind it.
+port_takers() {
+    local pids
+    pids=$(ss -Hltnp "sport = :$PORT" | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u)
+    [ -z "$pids" ] ||
+        echo "; port $PORT held by (pid ppid state command): $(ps -o pid=,ppid=,stat=,args= -p "$(echo $pids | tr ' ' ,)" | tr -s ' \n' ' ')"
+}
+
 # Kills what the sequence started (in the cpuset, or its live masters and
 # their children) and empties the logs for the next one.
 end_sequence() {
@@ -876,7 +884,8 @@ end_sequence() {
     fi
     # A process leaves cgroup.procs as it starts to exit, before it has
     # closed its listening socket: the next start needs the port.
-    wait_for "[ -z \"\$(ss -Hltn 'sport = :$PORT')\" ]"
+    wait_for "[ -z \"\$(ss -Hltn 'sport = :$PORT')\" ]" ||
+        diag "the port is still taken after 60 s$(port_takers)"
     rm -f "$T/nginx.pid" "$T/nginx.pid.oldbin" "$HOLDPIN_FILE"
     : >"$T/error.log"
     : >"$T/stderr"
