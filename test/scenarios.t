@@ -25,9 +25,10 @@
 # (default a fresh one, printed), each next from the next seed. A failure
 # prints its seed and its plan; SCENARIO_SEED=S SCENARIO_COUNT=1 replays
 # it, and SCENARIO_PLAN=FILE runs a plan as printed (its diagnostic lines
-# copied, edited by hand to make it shorter).
+# copied, edited by hand to make it shorter). SCENARIO_PORT (default
+# 18500) gives each of several runs at once its own port.
 . "$(dirname "$0")/lib.sh"
-PORT=18500
+PORT=${SCENARIO_PORT:-18500}
 NOIO=$SRCDIR/test/noio.so
 # In every sequence: workers forked while the hold file exists are slow to
 # pin. (The workers, which run as nobody, reach $T: after USR1 they open
