@@ -175,6 +175,18 @@ static struct ma_child *first_pinned_of(struct ma_brood *b, unsigned gen)
     return best;
 }
 
+/* Whether the worker 0 of a generation from lo to hi died and waits for
+ * its respawn. */
+static bool first_awaits_respawn(const struct ma_brood *b, unsigned lo,
+                                 unsigned hi)
+{
+    for (size_t i = 0; i < b->n_deaths; i++)
+        if (b->deaths[i].gen >= lo && b->deaths[i].gen <= hi &&
+            b->deaths[i].rank == 0)
+            return true;
+    return false;
+}
+
 /* Whether generation gen still has its worker 0: alive, or dead and
  * waiting for its respawn. */
 static bool keeps_first(const struct ma_brood *b, unsigned gen)
@@ -182,10 +194,7 @@ static bool keeps_first(const struct ma_brood *b, unsigned gen)
     for (size_t i = 0; i < b->n; i++)
         if (b->kids[i].gen == gen && b->kids[i].rank == 0)
             return true;
-    for (size_t i = 0; i < b->n_deaths; i++)
-        if (b->deaths[i].gen == gen && b->deaths[i].rank == 0)
-            return true;
-    return false;
+    return first_awaits_respawn(b, gen, gen);
 }
 
 /* Whether the leader slot may be in generation gen: the one followed, or
@@ -261,9 +270,13 @@ static uint64_t wait_for_sibling(const struct ma_brood *b,
 }
 
 /* A newer generation's worker 0 that may still pin: on a busy machine the
- * old workers can be gone before it runs. */
+ * old workers can be gone before it runs. One that died before it pinned
+ * is respawned in the wake-up that reaped it: its respawn is waited for as
+ * long as a worker 0 is, in case nginx does not respawn it. */
 static uint64_t wait_for_newer_first(const struct ma_brood *b, uint64_t now_ns)
 {
+    if (first_awaits_respawn(b, b->lead_gen + 1, UINT_MAX))
+        return now_ns + MA_GIVE_UP_NS;
     return wait_for_unpinned(b, b->lead_gen + 1, UINT_MAX, 1, now_ns);
 }
 

@@ -71,7 +71,9 @@
  * child, or no newer generation lives. When no live child is pinned and a
  * newer generation than the followed one lives, the master waits for that
  * generation's worker 0 (on a busy machine the old workers can be gone
- * before it runs), and returns to its original mask once it is given up.
+ * before it runs), or for its respawn when it died before it pinned, and
+ * returns to its original mask once it is given up (a death the wake-up
+ * did not replace is given up at once).
  *
  * Workers pin themselves in whatever order the scheduler runs them. Rather
  * than follow worker 1 for a moment, the master waits for a lower-ranked

@@ -46,6 +46,12 @@ static void die_at(pid_t pid, uint64_t t_ms)
     ma_brood_died(&b, ma_brood_find_pid(&b, pid));
 }
 
+/* The master wakes: the deaths it did not replace stay so. */
+static void wake(void)
+{
+    ma_brood_settle(&b);
+}
+
 /* "follow PID on CPU", "hold on CPU", "restore", "wait" or "nothing". */
 static const char *decide_at(uint64_t t_ms)
 {
@@ -381,8 +387,11 @@ static void test_reload_busy(void)
     die_at(10, 5100);
     die_at(11, 5101);
     die_at(20, 5200);
-    is_str(decide_at(5200), "restore",
-           "the new worker 0 died unpinned: no one left to wait for");
+    is_str(decide_at(5200), "wait",
+           "the new worker 0 died unpinned: wait for its respawn");
+    wake();
+    is_str(decide_at(5300), "restore", "none came in the wake-up that "
+           "reaped it (a fatal exit): no one is left to wait for");
 }
 
 static void test_loader_exit(void)
@@ -518,11 +527,6 @@ static void test_lowest_rank_first(void)
 /* A master that sleeps in sigsuspend (nginx): each wake-up settles the
  * deaths it did not replace, and its first fork after a wake-up, not a
  * respawn, opens a generation. */
-static void wake(void)
-{
-    ma_brood_settle(&b);
-}
-
 static void test_sleeper(void)
 {
     /* The cache loader exits; a minute later a reload to one worker and
@@ -767,6 +771,31 @@ static void test_overlapping_reloads(void)
            "pins: back to the original mask, not to generation 2's worker 1");
 }
 
+/* A reload whose workers are slow to pin; the old ones leave; the new
+ * worker 0 dies before it pinned, and nginx respawns it in the wake-up
+ * that reaped it (the scenario fuzzer, seed 600002). */
+static void test_new_first_dies_unpinned(void)
+{
+    start_pinned();
+    reload_at(20, 1000);
+    fork_at(21, 1000);
+    fork_at(22, 1000);
+    die_at(10, 1001);
+    die_at(11, 1001);
+    die_at(12, 1001);
+    die_at(13, 1001);
+    is_str(decide_at(1002), "wait", "old workers gone, the new ones not "
+           "pinned: wait for worker 0");
+    die_at(20, 1500);
+    is_str(decide_at(1500), "wait", "the new worker 0 dies unpinned: wait "
+           "for its respawn, not back to the original mask");
+    fork_at(23, 1500);
+    place_is(23, 2, 0, "its respawn");
+    is_str(decide_at(1501), "wait", "the respawn not pinned yet: wait on");
+    pin_at(23, 1, 1502);
+    is_str(decide_at(1502), "follow 23 on 1", "then follow it");
+}
+
 static void test_full(void)
 {
     struct ma_place p = {.gen = 1, .rank = 0};
@@ -801,6 +830,7 @@ int main(void)
     test_two_unreplaced_deaths();
     test_forget();
     test_overlapping_reloads();
+    test_new_first_dies_unpinned();
     test_full();
     return done_testing();
 }
