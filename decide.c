@@ -477,6 +477,32 @@ static const cpu_set_t *worker_gone_by(void)
     return NULL;
 }
 
+/* A kernel that keeps each task's request within a changed cpuset gives
+ * a pinned child back the CPUs it asked for that a widened cpuset now
+ * has (a worker that asked for CPUs 0-1 in a cpuset of CPU 1 runs on
+ * both once it is widened): a mask that grew so replaces its report. A
+ * mask that shrank with the cpuset leaves the report, which says where
+ * nginx pinned the child; an older kernel gives every task all the CPUs
+ * of the new cpuset, which says nothing of that: the reports stand. */
+static void reread_pinned_masks(void)
+{
+    cpu_set_t now, kept;
+    if (!ma_kernel_keeps_requests())
+        return;
+    for (size_t i = 0; i < brood.n; i++) {
+        struct ma_child *c = &brood.kids[i];
+        if (!c->pinned ||
+            REAL(sched_getaffinity)(c->pid, sizeof now, &now) < 0)
+            continue;
+        CPU_AND(&kept, &now, &c->mask);
+        if (!CPU_EQUAL(&kept, &c->mask))
+            continue;
+        c->mask = now;
+        if (brood.following && c->pid == brood.lead_pid)
+            brood.lead_mask = now;
+    }
+}
+
 /* Where the master goes once the cpuset changed, and the words that say
  * it: worker's unit within the new original mask, or the mask itself.
  * Returns whether it goes by the worker. */
@@ -555,11 +581,14 @@ static void follow_cpuset(const cpu_set_t *cpus, const cpu_set_t *now)
     self.cpuset = *cpus;
     if (!ma_cfg.dry_run)
         self.placed = *now;
+    reread_pinned_masks();
     worker = worker_gone_by();
     goes_by_worker = cpuset_target(worker, &target, says, sizeof says);
     stays = CPU_EQUAL(&target, &self.placed);
     if (!stays && place_master(&target) < 0)
         return;
+    if (worker == &brood.lead_mask)
+        self.handled = brood.lead_mask;
     if (self.start_pending)
         start.target = target;
     ma_log(MA_LOG_NOTICE, "%smaster %d: the cpuset changed to %s (was %s): "

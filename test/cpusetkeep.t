@@ -8,7 +8,9 @@
 # they would without the library. A cpuset narrowed to exactly the CPU the
 # library asked for, then widened back: the same. An administrator's
 # taskset -p to all of a just widened cpuset: on such a kernel only a
-# person asks for that, and it is taken as theirs. On the fake tree where
+# person asks for that, and it is taken as theirs. A worker 0 that asked
+# for more CPUs than a one-CPU cpuset had gets them when it is widened:
+# the master follows it there. On the fake tree where
 # CPU 0 and CPU 1 are two packages, in a cgroup v1 cpuset (test/cpuset.sh).
 # Kernels before 6.2 give every task all of its cpuset's new CPUs:
 # test/vm.t runs that side in guests of Debian 12's kernel, 6.1
@@ -105,7 +107,33 @@ case_taskset_after_widen() {
     end_case
 }
 
+# ---- worker 0 asked for more than the cpuset gave, and it is widened ----
+case_widen_wider_ask() {
+    local label="worker 0 asked for 0-1 in cpuset 1, widened"
+    make_twopkg
+    write_conf "11 10"
+    cg_make 1
+    start_in_cpuset
+    wait_workers
+    m=$(master_pid)
+    read -r w0 w1 <<<"$(workers)"
+    wait_for "[ \"\$(cpus_of $m)\" = 1 ] && [ \"\$(cpus_of $w0)\" = 1 ]"
+    ok $? "$label: worker 0 and the master on CPU 1, all the cpuset has"
+    cg_set 0-1
+    wait_for "[ \"\$(cpus_of $w0)\" = 0-1 ]"
+    ok $? "$label: the kernel gives worker 0 the CPUs 0-1 it asked for"
+    respawn_cache_manager >/dev/null
+    wait_for "[ \"\$(cpus_of $m)\" = 0-1 ]"
+    ok $? "$label: at its next wake-up the master follows worker 0 to both packages"
+    said_once "master $m: the cpuset changed to 0-1 (was 1): its original mask is CPUs 0-1 now; master -> CPUs 0-1 (packages 0,1), following worker $w0 on CPUs 0-1" \
+        "$label: one line says it, with worker 0's CPUs as the kernel has them now"
+    is "$(lib_lines | grep -c " master $m -> ")" 0 "$label: no other move"
+    never_taken "$label"
+    end_case
+}
+
 case_widen_auto
 case_narrow_to_asked
 case_taskset_after_widen
+case_widen_wider_ask
 done_testing
