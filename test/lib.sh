@@ -413,8 +413,16 @@ make_cpuset() {
     return 1
 }
 
+# Kills every process in the cpuset, those forked after a kill included,
+# until none is left. (A cgroup file's size is always 0: test -s cannot
+# tell an empty one.)
+kill_cpuset() {
+    local pids
+    wait_for "pids=\$(cat $cg/cgroup.procs 2>/dev/null); [ -z \"\$pids\" ] || { kill -9 \$pids 2>/dev/null; false; }"
+}
+
 # Removes the cpuset once its last process is gone.
-drop_cpuset() { wait_for "[ ! -s $cg/cgroup.procs ]"; rmdir "$cg" 2>/dev/null; }
+drop_cpuset() { wait_for "[ -z \"\$(cat $cg/cgroup.procs 2>/dev/null)\" ]"; rmdir "$cg" 2>/dev/null; }
 
 # ---- helpers shared by nofile.t and storm.t (hundreds of workers) ----
 

@@ -887,8 +887,7 @@ end_sequence() {
     kill -9 "${bg_pids[@]}" 2>/dev/null
     bg_pids=()
     if [ -n "$cg" ]; then
-        kill -9 $(cat "$cg/cgroup.procs") 2>/dev/null
-        wait_for "[ ! -s $cg/cgroup.procs ]"
+        kill_cpuset
     else
         for p in $masters; do
             grep -qF "$T/nginx.conf" "/proc/$p/cmdline" 2>/dev/null || continue

@@ -572,7 +572,7 @@ if [ "$far_numa" != "$all" ] && mount -t cgroup2 none /sys/fs/cgroup &&
     ! grep -q 'sched_setaffinity() failed' /tmp/error.log
     ok $? "auto in the cpuset: no pin refused"
     stop
-    wait_for '[ ! -s /sys/fs/cgroup/pod/cgroup.procs ]'
+    wait_for '[ -z "$(cat /sys/fs/cgroup/pod/cgroup.procs)" ]'
     rmdir /sys/fs/cgroup/pod
 fi
 
@@ -615,7 +615,7 @@ EOF
     ! grep -q 'set by the program or an administrator' /tmp/error.log
     ok $? "widened: the mask is not taken for the administrator's"
     stop
-    wait_for '[ ! -s /sys/fs/cgroup/widen/cgroup.procs ]'
+    wait_for '[ -z "$(cat /sys/fs/cgroup/widen/cgroup.procs)" ]'
     rmdir /sys/fs/cgroup/widen
 fi
 echo "1..$n"
