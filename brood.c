@@ -175,14 +175,14 @@ static struct ma_child *first_pinned_of(struct ma_brood *b, unsigned gen)
     return best;
 }
 
-/* Whether the worker 0 of a generation from lo to hi died and waits for
- * its respawn. */
-static bool first_awaits_respawn(const struct ma_brood *b, unsigned lo,
-                                 unsigned hi)
+/* Whether a child of a generation from lo to hi, ranked below below_rank,
+ * died and waits for its respawn. */
+static bool respawn_due(const struct ma_brood *b, unsigned lo, unsigned hi,
+                        unsigned below_rank)
 {
     for (size_t i = 0; i < b->n_deaths; i++)
         if (b->deaths[i].gen >= lo && b->deaths[i].gen <= hi &&
-            b->deaths[i].rank == 0)
+            b->deaths[i].rank < below_rank)
             return true;
     return false;
 }
@@ -194,7 +194,7 @@ static bool keeps_first(const struct ma_brood *b, unsigned gen)
     for (size_t i = 0; i < b->n; i++)
         if (b->kids[i].gen == gen && b->kids[i].rank == 0)
             return true;
-    return first_awaits_respawn(b, gen, gen);
+    return respawn_due(b, gen, gen, 1);
 }
 
 /* Whether the leader slot may be in generation gen: the one followed, or
@@ -246,12 +246,16 @@ static void lead(struct ma_brood *b, const struct ma_child *c)
 
 /* When a live child of a generation from lo to hi, ranked below
  * below_rank, has not pinned yet: the time until which to wait for it, or
- * 0 once it has been given up on. */
+ * 0 once it has been given up on. One that died before it pinned is
+ * respawned in the wake-up that reaped it: its respawn is waited for as
+ * long, in case nginx does not respawn it. */
 static uint64_t wait_for_unpinned(const struct ma_brood *b, unsigned lo,
                                   unsigned hi, unsigned below_rank,
                                   uint64_t now_ns)
 {
     uint64_t until = 0;
+    if (respawn_due(b, lo, hi, below_rank))
+        return now_ns + MA_GIVE_UP_NS;
     for (size_t i = 0; i < b->n; i++) {
         const struct ma_child *s = &b->kids[i];
         uint64_t t = s->forked_ns + MA_GIVE_UP_NS;
@@ -270,13 +274,9 @@ static uint64_t wait_for_sibling(const struct ma_brood *b,
 }
 
 /* A newer generation's worker 0 that may still pin: on a busy machine the
- * old workers can be gone before it runs. One that died before it pinned
- * is respawned in the wake-up that reaped it: its respawn is waited for as
- * long as a worker 0 is, in case nginx does not respawn it. */
+ * old workers can be gone before it runs. */
 static uint64_t wait_for_newer_first(const struct ma_brood *b, uint64_t now_ns)
 {
-    if (first_awaits_respawn(b, b->lead_gen + 1, UINT_MAX))
-        return now_ns + MA_GIVE_UP_NS;
     return wait_for_unpinned(b, b->lead_gen + 1, UINT_MAX, 1, now_ns);
 }
 

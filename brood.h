@@ -77,11 +77,12 @@
  *
  * Workers pin themselves in whatever order the scheduler runs them. Rather
  * than follow worker 1 for a moment, the master waits for a lower-ranked
- * sibling that lives and has not pinned yet; the one time limit: it gives
- * up on it, as on a newer generation's worker 0, MA_GIVE_UP_NS after its
- * fork (a worker 0 that cannot pin itself, or a reload that removed
- * worker_cpu_affinity). Holding a dead leader's slot is never given up
- * by time otherwise. */
+ * sibling that lives and has not pinned yet, or for the respawn of one
+ * that died before it pinned; the one time limit: it gives up on it, as
+ * on a newer generation's worker 0, MA_GIVE_UP_NS after its fork (a
+ * worker 0 that cannot pin itself, or a reload that removed
+ * worker_cpu_affinity), or after the last decision while its respawn is
+ * due. Holding a dead leader's slot is never given up by time otherwise. */
 
 #define MA_GIVE_UP_NS (3000 * 1000 * 1000ULL)
 #define MA_MAX_RECENT_DEATHS 64

@@ -794,6 +794,25 @@ static void test_new_first_dies_unpinned(void)
     is_str(decide_at(1501), "wait", "the respawn not pinned yet: wait on");
     pin_at(23, 1, 1502);
     is_str(decide_at(1502), "follow 23 on 1", "then follow it");
+
+    /* The same with the new worker 1 pinned (seed 1000111). */
+    start_pinned();
+    reload_at(20, 1000);
+    fork_at(21, 1000);
+    die_at(10, 1001);
+    die_at(11, 1001);
+    die_at(12, 1001);
+    die_at(13, 1001);
+    pin_at(21, 1, 1002);
+    is_str(decide_at(1002), "wait", "the new worker 1 pinned first: wait "
+           "for worker 0");
+    die_at(20, 1500);
+    is_str(decide_at(1500), "wait", "the new worker 0 dies unpinned: wait "
+           "for its respawn, not follow worker 1");
+    fork_at(23, 1500);
+    is_str(decide_at(1501), "wait", "the respawn not pinned yet: wait on");
+    pin_at(23, 0, 1502);
+    is_str(decide_at(1502), "follow 23 on 0", "then follow it");
 }
 
 static void test_full(void)
