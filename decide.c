@@ -420,6 +420,9 @@ static void take_own_mask(const cpu_set_t *now, const char *why)
            ma_cpulist_text(now, cpus, sizeof cpus),
            ma_cpulist_text(&self.placed, given, sizeof given), why);
     self.original = self.placed = self.asked = *now;
+    /* The kernel keeps that request, someone else's, for the master and
+     * the children it forks: nothing of the library's is left to undo. */
+    asked_kernel = false;
     self.mask_taken = true;
     self.start_pending = false;
     touch_up_at = 0;

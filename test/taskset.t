@@ -4,7 +4,7 @@
 # cache manager nginx respawns) starts on it, the master stays on it when
 # worker 0 is respawned and through a reload, and one line says so.
 # Without the library the children would start on the administrator's
-# mask too.
+# mask too, and on a second one the administrator gives later.
 . "$(dirname "$0")/lib.sh"
 PORT=18236
 command -v taskset >/dev/null || skip_all "no taskset"
@@ -53,6 +53,13 @@ ok $? "a reload: the new worker 0 pins to CPU 1 again"
 wait_for "[ \$(workers | wc -w) -eq 2 ]"
 is "$(cpus_of "$m")" 0 "the master stays on CPU 0"
 is "$(grep -c 'masteraff: master .* following' "$T/error.log")" 0 "and the library moves it no more"
+
+taskset -p -c 0-1 "$m" >/dev/null
+ok $? "taskset -p -c 0-1 on the master, a second time"
+cm=$(children_of "$m" "cache manager")
+kill -9 "$cm"
+wait_for "new=\$(children_of $m 'cache manager') && [ -n \"\$new\" ] && [ \"\$new\" != $cm ]"
+is "$(cpus_of "$new")" 0-1 "the next cache manager starts on the administrator's new CPUs 0-1, as without the library"
 serves
 ok $? "nginx serves"
 done_testing
