@@ -90,11 +90,11 @@ void ma_auto_at_start(int argc, char *const argv[], const cpu_set_t *original,
              ma_cpulist_text(original, text[1], sizeof text[1]));
 }
 
-void ma_auto_open_generation(bool reread)
+void ma_auto_open_generation(bool reload)
 {
     static struct ma_ngx_prediction p;
     static char text[4096];
-    if (!ma_cfg.auto_cpuset || !reread || !kept.argv)
+    if (!ma_cfg.auto_cpuset || !reload || !kept.argv)
         return;
     ma_ngx_predict(kept.argc, kept.argv, ma_cfg.exe,
                    sysconf(_SC_NPROCESSORS_ONLN), &p);

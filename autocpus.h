@@ -18,9 +18,9 @@
 void ma_auto_at_start(int argc, char *const argv[], const cpu_set_t *original,
                       struct ma_ngx_prediction *p);
 
-/* In the master before a fork that opens a generation: after a reload
- * (reread), whether the configuration nginx re-read says auto. */
-void ma_auto_open_generation(bool reread);
+/* In the master before a fork that opens a generation: for a reload's
+ * (reload), whether the configuration nginx re-read says auto. */
+void ma_auto_open_generation(bool reload);
 
 /* In the child between fork and return, with the place the fork was given.
  * Async-signal-safe. */

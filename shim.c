@@ -345,8 +345,11 @@ static struct prefork prepare_fork(uint64_t asked_ns,
     ma_memory_prefork();
     reread = opens_burst(called);
     pf.place = ma_brood_place(&brood, reread, asked_ns);
+    /* A generation after the first is a reload's, whose configuration
+     * nginx read: also one opened by forks first taken for respawns,
+     * where the reads could not be counted. */
     if (pf.place.opened)
-        ma_auto_open_generation(reread);
+        ma_auto_open_generation(pf.place.gen > 1);
     pf.followed = brood.n < MA_MAX_CHILDREN;
     return pf;
 }

@@ -7,7 +7,8 @@
 # generation's first worker says so once. On the fake tree where CPU 0
 # and CPU 1 are two packages (and ones where they are two nodes, and two of
 # four nodes over two packages): first under taskset -c 1, then in a real
-# cpuset of CPU 1, which refuses CPU 0.
+# cpuset of CPU 1, which refuses CPU 0, also after a reload that comes in
+# the wake-up of a respawn where the I/O counts are hidden.
 . "$(dirname "$0")/lib.sh"
 PORT=18251
 make_twopkg
@@ -223,6 +224,30 @@ lib_lines | grep -q "\[notice\] $n0#$n0: masteraff: worker_cpu_affinity auto map
 ok $? "the reload's worker 0 says auto is mapped into the new cpuset"
 ! grep -aq 'sched_setaffinity() failed' "$T/error.log"
 ok $? "no pin refused"
+fresh
+
+# ---- a reload in the wake-up that respawns the cache manager, where the
+# I/O counts are hidden: the generation is opened by the reload's fork
+# after the respawn, and its configuration is read all the same ----
+NOIO=$SRCDIR/test/noio.so
+[ -f "$NOIO" ] || { echo "Bail out! $NOIO is not built (make test/noio.so)"; exit 1; }
+echo 1 >"$cg/cpuset.cpus"
+write_conf "10 10"
+LIB="$NOIO $LIB" in_cpuset MASTERAFF_AUTO=cpuset
+wait_workers_on 1 1
+ok $? "cpuset 1, masks written out, no I/O counts: both workers on CPU 1"
+old=$(workers)
+kill -STOP "$m"
+kill -9 "$(children_of "$m" "cache manager")"
+write_conf auto
+kill -HUP "$m"
+kill -CONT "$m"
+wait_new_workers "$old"
+read -r n0 n1 <<<"$(new_workers "$old")"
+on "$n0" "$n1" 1 1
+ok $? "the manager's respawn and a reload to auto in one wake-up: both new workers on CPU 1"
+! grep -aq 'sched_setaffinity() failed' "$T/error.log"
+ok $? "no pin refused: auto is mapped for the reload's workers"
 fresh
 
 done_testing
