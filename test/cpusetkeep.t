@@ -79,16 +79,22 @@ case_narrow_to_asked() {
     end_case
 }
 
-# ---- an administrator's taskset -p to all of a just widened cpuset ----
-case_taskset_after_widen() {
-    local label="taskset -p after a widening" r
+# start_in_cpuset_of_1 AFFINITY: nginx in a cpuset of CPU 1 on the
+# two-package tree, with two workers; sets m, w0 and w1.
+start_in_cpuset_of_1() {
     make_twopkg
-    write_conf "10 10"
+    write_conf "$1"
     cg_make 1
     start_in_cpuset
     wait_workers
     m=$(master_pid)
     read -r w0 w1 <<<"$(workers)"
+}
+
+# ---- an administrator's taskset -p to all of a just widened cpuset ----
+case_taskset_after_widen() {
+    local label="taskset -p after a widening" r
+    start_in_cpuset_of_1 "10 10"
     wait_for "[ \"\$(cpus_of $m)\" = 1 ] && [ \"\$(cpus_of $w1)\" = 1 ]"
     ok $? "$label: in cpuset 1, the workers and the master on CPU 1"
     cg_set 0-1
@@ -110,13 +116,7 @@ case_taskset_after_widen() {
 # ---- worker 0 asked for more than the cpuset gave, and it is widened ----
 case_widen_wider_ask() {
     local label="worker 0 asked for 0-1 in cpuset 1, widened"
-    make_twopkg
-    write_conf "11 10"
-    cg_make 1
-    start_in_cpuset
-    wait_workers
-    m=$(master_pid)
-    read -r w0 w1 <<<"$(workers)"
+    start_in_cpuset_of_1 "11 10"
     wait_for "[ \"\$(cpus_of $m)\" = 1 ] && [ \"\$(cpus_of $w0)\" = 1 ]"
     ok $? "$label: worker 0 and the master on CPU 1, all the cpuset has"
     cg_set 0-1

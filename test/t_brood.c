@@ -771,6 +771,14 @@ static void test_overlapping_reloads(void)
            "pins: back to the original mask, not to generation 2's worker 1");
 }
 
+/* The start's children (workers 10 and 11, cache manager 12, loader 13)
+ * all exit, as a reload tells them to. */
+static void start_gone_at(uint64_t t_ms)
+{
+    for (pid_t pid = 10; pid <= 13; pid++)
+        die_at(pid, t_ms);
+}
+
 /* A reload whose workers are slow to pin; the old ones leave; the new
  * worker 0 dies before it pinned, and nginx respawns it in the wake-up
  * that reaped it (the scenario fuzzer, seed 600002). */
@@ -780,10 +788,7 @@ static void test_new_first_dies_unpinned(void)
     reload_at(20, 1000);
     fork_at(21, 1000);
     fork_at(22, 1000);
-    die_at(10, 1001);
-    die_at(11, 1001);
-    die_at(12, 1001);
-    die_at(13, 1001);
+    start_gone_at(1001);
     is_str(decide_at(1002), "wait", "old workers gone, the new ones not "
            "pinned: wait for worker 0");
     die_at(20, 1500);
@@ -799,10 +804,7 @@ static void test_new_first_dies_unpinned(void)
     start_pinned();
     reload_at(20, 1000);
     fork_at(21, 1000);
-    die_at(10, 1001);
-    die_at(11, 1001);
-    die_at(12, 1001);
-    die_at(13, 1001);
+    start_gone_at(1001);
     pin_at(21, 1, 1002);
     is_str(decide_at(1002), "wait", "the new worker 1 pinned first: wait "
            "for worker 0");
